@@ -1,0 +1,65 @@
+#include "commkit/common/dynamic_library.h"
+
+#include <dlfcn.h>
+#include <link.h>
+
+#include "commkit/common/strings.h"
+
+namespace commkit {
+
+Result<DynamicLibrary> DynamicLibrary::Open(const std::vector<std::string>& names) {
+  std::vector<std::string> errors;
+  for (const auto& name : names) {
+    void* handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) {
+      std::string path = name;
+      struct link_map* map = nullptr;
+      if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name && *map->l_name)
+        path = map->l_name;
+      return DynamicLibrary(handle, name, path);
+    }
+    const char* err = ::dlerror();
+    errors.push_back(err ? std::string(err) : name + ": unknown dlopen error");
+  }
+  return Status::Unavailable(StrCat("cannot load ", Join(names, " or "), " (", Join(errors, "; "), ")"));
+}
+
+Result<DynamicLibrary> DynamicLibrary::Open(std::initializer_list<std::string_view> names) {
+  std::vector<std::string> list;
+  for (auto n : names) list.emplace_back(n);
+  return Open(list);
+}
+
+DynamicLibrary::DynamicLibrary(DynamicLibrary&& other) noexcept
+    : handle_(other.handle_), name_(std::move(other.name_)), path_(std::move(other.path_)) {
+  other.handle_ = nullptr;
+}
+
+DynamicLibrary& DynamicLibrary::operator=(DynamicLibrary&& other) noexcept {
+  if (this != &other) {
+    if (handle_) ::dlclose(handle_);
+    handle_ = other.handle_;
+    name_ = std::move(other.name_);
+    path_ = std::move(other.path_);
+    other.handle_ = nullptr;
+  }
+  return *this;
+}
+
+DynamicLibrary::~DynamicLibrary() {
+  if (handle_) ::dlclose(handle_);
+}
+
+Result<void*> DynamicLibrary::Symbol(std::string_view symbol) const {
+  if (handle_ == nullptr) return Status::Unavailable(StrCat(name_, " is not loaded"));
+  std::string sym(symbol);
+  ::dlerror();
+  void* address = ::dlsym(handle_, sym.c_str());
+  if (address == nullptr) {
+    const char* err = ::dlerror();
+    return Status::NotFound(StrCat(path_, " has no symbol ", sym, err ? StrCat(" (", err, ")") : std::string()));
+  }
+  return address;
+}
+
+}  // namespace commkit
