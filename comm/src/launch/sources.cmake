@@ -1,0 +1,3 @@
+list(APPEND COMMKIT_COMM_SOURCES
+  src/launch/hostlist.cc
+  src/launch/launch_env.cc)

@@ -1,0 +1,4 @@
+commkit_add_test(comm_launch_env_test
+  SOURCES launch_env_test.cc
+  LIBS commkit::comm
+  LABELS unit)

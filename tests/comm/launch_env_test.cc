@@ -1,0 +1,172 @@
+#include "commkit/comm/launch_env.h"
+
+#include <gtest/gtest.h>
+
+#include "commkit/comm/hostlist.h"
+
+namespace commkit {
+namespace {
+
+TEST(Hostlist, ExpandsRangesPaddingAndProducts) {
+  EXPECT_EQ(*ExpandHostlist("node1"), (std::vector<std::string>{"node1"}));
+  EXPECT_EQ(*ExpandHostlist("gpu-[01-03,7],cpu[1-2]-ib"),
+            (std::vector<std::string>{"gpu-01", "gpu-02", "gpu-03", "gpu-7", "cpu1-ib", "cpu2-ib"}));
+  EXPECT_EQ(*ExpandHostlist("r[1-2]n[08-09]"), (std::vector<std::string>{"r1n08", "r1n09", "r2n08", "r2n09"}));
+  EXPECT_EQ(*ExpandHostlist("a[098-101]"), (std::vector<std::string>{"a098", "a099", "a100", "a101"}));
+  EXPECT_EQ(*ExpandHostlist("x,y"), (std::vector<std::string>{"x", "y"}));
+}
+
+TEST(Hostlist, RejectsBadSyntaxAndHugeRanges) {
+  for (const char* bad : {"", "a[1-2", "a1-2]", "a[]", "a[3-1]", "a[x-2]", "a[[1]]", "a,,b", "a[1-2],"}) {
+    auto r = ExpandHostlist(bad);
+    ASSERT_FALSE(r.ok()) << "'" << bad << "' should fail";
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  auto huge = ExpandHostlist("n[0-99999999]", 1000);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("more than 1000 hosts"), std::string::npos);
+  EXPECT_FALSE(ExpandHostlist("n[0-999]m[0-999]", 10000).ok()) << "products are bounded too";
+}
+
+TEST(LaunchEnv, NoLauncherIsSingleProcess) {
+  auto info = DetectLaunchEnvironment(EnvMap{});
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kNone);
+  EXPECT_EQ(info->rank, 0);
+  EXPECT_EQ(info->world_size, 1);
+  EXPECT_EQ(info->master_addr, "127.0.0.1");
+}
+
+TEST(LaunchEnv, Torchrun) {
+  EnvMap env{{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "4"},
+             {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29400"}, {"TORCHELASTIC_RUN_ID", "abc"},
+             {"GROUP_RANK", "1"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kTorchrun);
+  EXPECT_EQ(info->rank, 5);
+  EXPECT_EQ(info->world_size, 8);
+  EXPECT_EQ(info->local_rank, 1);
+  EXPECT_EQ(info->local_world_size, 4);
+  EXPECT_EQ(info->node_rank, 1);
+  EXPECT_EQ(info->num_nodes, 2);
+  EXPECT_EQ(info->master_addr, "10.0.0.1");
+  EXPECT_EQ(info->master_port, 29400);
+  EXPECT_EQ(info->job_id, "abc");
+  EXPECT_EQ(info->Describe(), "torchrun: rank 5/8 (local 1/4, node 1/2), master 10.0.0.1:29400, job abc");
+}
+
+TEST(LaunchEnv, KubeflowAndAzureMlAreNamed) {
+  EnvMap kf{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "job-master-0"}, {"MASTER_PORT", "23456"},
+            {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}, {"PET_NNODES", "2"}};
+  EXPECT_EQ(DetectLaunchEnvironment(kf)->launcher, Launcher::kKubeflow);
+  EXPECT_EQ(DetectLaunchEnvironment(kf)->num_nodes, 2);
+  EnvMap az{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}, {"AZUREML_RUN_ID", "run1"},
+            {"MASTER_PORT", "6105"}};
+  auto info = DetectLaunchEnvironment(az);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kAzureML);
+  EXPECT_EQ(info->master_addr, "10.0.0.4") << "AZ_BATCH_MASTER_NODE is host:port";
+  EXPECT_EQ(info->job_id, "run1");
+}
+
+TEST(LaunchEnv, OpenMpiWithoutMasterOnOneNodeUsesLoopback) {
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_NODE_RANK", "0"}, {"OMPI_MCA_ess_base_jobid", "777"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kOpenMPI);
+  EXPECT_EQ(info->rank, 2);
+  EXPECT_EQ(info->master_addr, "127.0.0.1");
+  EXPECT_EQ(info->job_id, "777");
+  // The port is derived from the job id, identically on every rank.
+  EXPECT_EQ(info->master_port, DetectLaunchEnvironment(env)->master_port);
+  EXPECT_GE(info->master_port, 20000);
+  EXPECT_LT(info->master_port, 30000);
+}
+
+TEST(LaunchEnv, OpenMpiAcrossNodesNeedsAMaster) {
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_NODE_RANK", "1"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_FALSE(info.ok());
+  EXPECT_NE(info.status().message().find("set MASTER_ADDR"), std::string::npos) << info.status().message();
+  env["MASTER_ADDR"] = "head";
+  EXPECT_TRUE(DetectLaunchEnvironment(env).ok());
+}
+
+TEST(LaunchEnv, MpichPmi) {
+  EnvMap env{{"PMI_RANK", "3"}, {"PMI_SIZE", "4"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "2"},
+             {"MASTER_ADDR", "n0"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kMpichPmi);
+  EXPECT_EQ(info->node_rank, 1);
+  EXPECT_EQ(info->num_nodes, 2);
+}
+
+TEST(LaunchEnv, SlurmMasterIsTheFirstHost) {
+  EnvMap env{{"SLURM_PROCID", "6"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "2"}, {"SLURM_NODEID", "1"},
+             {"SLURM_NNODES", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_ID", "4242"},
+             {"SLURM_STEP_NODELIST", "gpu-[07-08]"}, {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kSlurm);
+  EXPECT_EQ(info->master_addr, "gpu-07");
+  EXPECT_EQ(info->hosts, (std::vector<std::string>{"gpu-07", "gpu-08"}));
+  EXPECT_EQ(info->local_world_size, 4);
+  EXPECT_EQ(info->job_id, "4242");
+  EXPECT_EQ(StoreTokenFromEnvironment(env, *info), "job:4242");
+  env["COMMKIT_STORE_TOKEN"] = "secret";
+  EXPECT_EQ(StoreTokenFromEnvironment(env, *info), "secret");
+}
+
+TEST(LaunchEnv, PrecedenceInnermostLauncherWins) {
+  // torchrun started by srun: both sets present, torchrun's per-process variables describe us.
+  EnvMap env{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NODEID", "1"},
+             {"SLURM_NNODES", "2"}, {"SLURM_STEP_NODELIST", "n[1-2]"}, {"RANK", "7"}, {"WORLD_SIZE", "8"},
+             {"LOCAL_RANK", "3"}, {"LOCAL_WORLD_SIZE", "4"}, {"MASTER_ADDR", "n1"}, {"MASTER_PORT", "29500"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kTorchrun);
+  EXPECT_EQ(info->rank, 7);
+  // mpirun inside a Slurm allocation: Open MPI's variables win.
+  EnvMap mpi{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "batch"}, {"OMPI_COMM_WORLD_RANK", "1"},
+             {"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}};
+  EXPECT_EQ(DetectLaunchEnvironment(mpi)->launcher, Launcher::kOpenMPI);
+}
+
+TEST(LaunchEnv, BadValuesNameTheVariable) {
+  struct Case {
+    EnvMap env;
+    std::string expected;
+  };
+  std::vector<Case> cases = {
+      {{{"RANK", "x"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}, "RANK='x' is not an integer"},
+      {{{"RANK", "2"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}}, "RANK=2 is not below WORLD_SIZE=2"},
+      {{{"RANK", "-1"}, {"WORLD_SIZE", "2"}}, "RANK='-1' is out of range"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "0"}}, "WORLD_SIZE='0' is out of range"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}}, "MASTER_PORT='70000' is out of range [1, 65535]"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_ADDR", " "}}, "MASTER_ADDR is set but empty"},
+      {{{"RANK", "0"}}, "RANK is set but WORLD_SIZE is not"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "3"}}, "not a multiple of LOCAL_WORLD_SIZE=3"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "2"}, {"LOCAL_WORLD_SIZE", "2"}, {"MASTER_ADDR", "h"}},
+       "LOCAL_RANK=2 is not below LOCAL_WORLD_SIZE=2"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}, "no master address is set"},
+      {{{"OMPI_COMM_WORLD_RANK", "0"}}, "OMPI_COMM_WORLD_SIZE is not set"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_NODELIST", "n[1-"}},
+       "SLURM_STEP_NODELIST"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_TASKS_PER_NODE", "2(x"}},
+       "SLURM_TASKS_PER_NODE='2(x' is malformed"},
+  };
+  for (const auto& c : cases) {
+    auto info = DetectLaunchEnvironment(c.env);
+    ASSERT_FALSE(info.ok()) << c.expected;
+    EXPECT_EQ(info.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(info.status().message().find(c.expected), std::string::npos)
+        << "expected '" << c.expected << "' in: " << info.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace commkit
