@@ -34,6 +34,8 @@ struct StoreFactory {
   std::function<StoreInstance()> make;
 };
 
+inline void PrintTo(const StoreFactory& factory, std::ostream* os) { *os << factory.name; }
+
 inline std::string PrintStoreFactory(const ::testing::TestParamInfo<StoreFactory>& info) { return info.param.name; }
 
 class StoreContract : public ::testing::TestWithParam<StoreFactory> {

@@ -1,3 +1,9 @@
 list(APPEND COMMKIT_COMM_SOURCES
   src/store/store.cc
   src/store/hash_store.cc)
+list(APPEND COMMKIT_COMM_SOURCES
+  src/store/tcp_store_server.cc
+  src/store/tcp_store_client.cc)
+list(APPEND COMMKIT_COMM_SOURCES
+  src/store/prefix_store.cc
+  src/store/file_store.cc)

@@ -1,0 +1,305 @@
+// TcpStore behaviour beyond the shared contract: job tokens, hostile input, server death, scale.
+#include "commkit/comm/tcp_store.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "test_support.h"
+
+namespace commkit {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::unique_ptr<TcpStoreServer> StartServer(const std::string& token) {
+  TcpStoreServerOptions opts;
+  opts.host = "127.0.0.1";
+  opts.port = 0;
+  opts.token = token;
+  auto server = TcpStoreServer::Start(opts);
+  EXPECT_TRUE(server.ok()) << server.status().ToString();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
+Result<std::unique_ptr<TcpStore>> Connect(int port, const std::string& token,
+                                          std::chrono::milliseconds connect_timeout = 5s) {
+  TcpStoreOptions opts;
+  opts.port = port;
+  opts.token = token;
+  opts.connect_timeout = connect_timeout;
+  return TcpStore::Create(opts);
+}
+
+// A raw TCP connection for sending hostile bytes.
+class RawSocket {
+ public:
+  explicit RawSocket(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  ~RawSocket() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  void Send(const std::string& bytes) { (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  void CloseWrite() { ::shutdown(fd_, SHUT_WR); }
+  // Everything until the server closes (or 5 s pass).
+  std::string ReadUntilClosed() {
+    std::string out;
+    char buf[4096];
+    while (true) {
+      ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+std::string Hello(const std::string& token, std::uint16_t version = 1) {
+  std::string h = "CKST";
+  h.append(reinterpret_cast<const char*>(&version), 2);
+  h.append(2, '\0');
+  auto len = static_cast<std::uint32_t>(token.size());
+  h.append(reinterpret_cast<const char*>(&len), 4);
+  return h + token;
+}
+
+TEST(TcpStore, WrongOrMissingTokenIsRejectedWithAClearError) {
+  auto server = StartServer("job-42");
+  ASSERT_TRUE(server);
+  auto good = Connect(server->port(), "job-42");
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  COMMKIT_ASSERT_OK((*good)->Set("secret", "data"));
+
+  for (const std::string token : {"job-41", ""}) {
+    auto bad = Connect(server->port(), token);
+    ASSERT_FALSE(bad.ok()) << "token '" << token << "' must be rejected";
+    EXPECT_EQ(bad.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(bad.status().message().find("rejected this client: wrong job token"), std::string::npos)
+        << bad.status().message();
+  }
+  EXPECT_EQ(*(*good)->Get("secret", 1s), "data");
+  EXPECT_GE(server->stats().rejected_handshakes, 2);
+}
+
+TEST(TcpStore, StrayClientsAndVersionMismatchCannotTouchData) {
+  auto server = StartServer("t");
+  ASSERT_TRUE(server);
+  auto client = Connect(server->port(), "t");
+  ASSERT_TRUE(client.ok());
+  COMMKIT_ASSERT_OK((*client)->Set("k", "v"));
+
+  RawSocket http(server->port());
+  ASSERT_TRUE(http.connected());
+  http.Send("GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_NE(http.ReadUntilClosed().find("commkit tcp store"), std::string::npos);
+
+  RawSocket old(server->port());
+  old.Send(Hello("t", 99));
+  std::string reply = old.ReadUntilClosed();
+  EXPECT_NE(reply.find("protocol version 99 is not supported"), std::string::npos);
+
+  // A rejected client's later frames are ignored: a set smuggled after a bad token changes nothing.
+  RawSocket sneaky(server->port());
+  std::string set_frame;
+  {
+    std::string body;
+    auto put = [&](const std::string& s) {
+      auto n = static_cast<std::uint32_t>(s.size());
+      body.append(reinterpret_cast<const char*>(&n), 4);
+      body += s;
+    };
+    put("k");
+    put("overwritten");
+    auto len = static_cast<std::uint32_t>(body.size() + 1);
+    set_frame.append(reinterpret_cast<const char*>(&len), 4);
+    set_frame.push_back(1);  // set
+    set_frame += body;
+  }
+  sneaky.Send(Hello("wrong") + set_frame);
+  sneaky.ReadUntilClosed();
+  EXPECT_EQ(*(*client)->Get("k", 1s), "v");
+}
+
+TEST(TcpStore, GarbageTruncatedAndOversizedFramesLeaveOtherClientsIntact) {
+  auto server = StartServer("t");
+  ASSERT_TRUE(server);
+  auto a = Connect(server->port(), "t");
+  auto b = Connect(server->port(), "t");
+  ASSERT_TRUE(a.ok() && b.ok());
+  COMMKIT_ASSERT_OK((*a)->Set("keep", "me"));
+  // A pending wait from another client must survive the abuse.
+  std::thread waiter([&] {
+    auto v = (*b)->Get("later", 20s);
+    EXPECT_TRUE(v.ok()) << v.status().ToString();
+    if (v.ok()) {
+      EXPECT_EQ(*v, "arrived");
+    }
+  });
+
+  auto frame = [](std::uint32_t len, std::string rest) {
+    std::string f(reinterpret_cast<const char*>(&len), 4);
+    return f + rest;
+  };
+  std::vector<std::string> attacks = {
+      Hello("t") + frame(0, ""),                                  // zero-length frame
+      Hello("t") + frame(0xFFFFFFFFu, "\x01"),                    // absurd length
+      Hello("t") + frame(200u << 20, std::string(16, 'x')),       // over the 64 MiB bound
+      Hello("t") + frame(2, "\x63\x00"),                          // unknown op
+      Hello("t") + frame(5, "\x01\xff\xff\xff\x7f"),              // set with key length beyond the frame
+      Hello("t") + frame(9, std::string("\x09\xff\xff\xff\xff\x00\x00\x00\x00", 9)),  // 4G keys in a list
+      Hello("t") + frame(3, "\x01\x02"),                          // truncated: half a frame, then close
+      std::string("CKST\x01\x00\x00\x00\xff\xff\xff\xff", 12),    // oversized token length
+      std::string(1000, '\xAA'),                                  // noise
+  };
+  for (const auto& attack : attacks) {
+    RawSocket s(server->port());
+    ASSERT_TRUE(s.connected());
+    s.Send(attack);
+    s.CloseWrite();  // a truncated frame stays truncated
+    s.ReadUntilClosed();
+  }
+  COMMKIT_ASSERT_OK((*a)->Set("later", "arrived"));
+  waiter.join();
+  EXPECT_EQ(*(*a)->Get("keep", 1s), "me");
+  EXPECT_GE(server->stats().protocol_errors, 5);
+}
+
+TEST(TcpStore, LimitsAreCheckedBeforeSending) {
+  auto server = StartServer("");
+  ASSERT_TRUE(server);
+  auto c = Connect(server->port(), "");
+  ASSERT_TRUE(c.ok());
+  std::string big_key(TcpStoreLimits::kMaxKeyBytes + 1, 'k');
+  EXPECT_EQ((*c)->Set(big_key, "v").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*c)->MultiSet({"a"}, {"1", "2"}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(TcpStore, ServerDeathGivesAnErrorNotAHang) {
+  auto server = StartServer("t");
+  ASSERT_TRUE(server);
+  int port = server->port();
+  auto c = Connect(port, "t");
+  ASSERT_TRUE(c.ok());
+  COMMKIT_ASSERT_OK((*c)->Set("x", "1"));
+  std::atomic<bool> done{false};
+  Status wait_status;
+  std::thread waiter([&] {
+    wait_status = (*c)->Wait({"never"}, 60s);
+    done = true;
+  });
+  std::this_thread::sleep_for(200ms);
+  auto start = std::chrono::steady_clock::now();
+  server.reset();  // the store's process "exits"
+  waiter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 20s);
+  EXPECT_EQ(wait_status.code(), StatusCode::kRemoteError) << wait_status.ToString();
+  EXPECT_NE(wait_status.message().find("closed the connection"), std::string::npos) << wait_status.message();
+
+  // New calls fail within the connect timeout, naming the address and what to check.
+  TcpStoreOptions opts;
+  opts.port = port;
+  opts.token = "t";
+  opts.connect_timeout = 500ms;
+  auto late = TcpStore::Create(opts);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(late.status().message().find("Is rank 0 (the store server) running"), std::string::npos)
+      << late.status().message();
+}
+
+TEST(TcpStore, ClientConnectsToAServerThatStartsLater) {
+  // Reserve a free port, then start the server on it after the client began retrying.
+  auto probe = StartServer("");
+  ASSERT_TRUE(probe);
+  int port = probe->port();
+  probe.reset();
+  std::unique_ptr<TcpStoreServer> late;
+  std::thread starter([&] {
+    std::this_thread::sleep_for(300ms);
+    TcpStoreServerOptions opts;
+    opts.host = "127.0.0.1";
+    opts.port = port;
+    auto s = TcpStoreServer::Start(opts);
+    if (s.ok()) late = std::move(s).value();
+  });
+  auto c = Connect(port, "", 10s);
+  starter.join();
+  ASSERT_TRUE(late) << "port was taken in between";
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  COMMKIT_EXPECT_OK((*c)->Set("a", "b"));
+}
+
+TEST(TcpStore, PortInUseIsUnavailable) {
+  auto first = StartServer("");
+  ASSERT_TRUE(first);
+  TcpStoreServerOptions opts;
+  opts.host = "127.0.0.1";
+  opts.port = first->port();
+  auto second = TcpStoreServer::Start(opts);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("already in use"), std::string::npos);
+}
+
+TEST(TcpStore, ThousandClientsRendezvous) {
+  constexpr int kClients = 1024;
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  if (lim.rlim_max < 2 * kClients + 64) GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << lim.rlim_max << " is too low";
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  auto server = StartServer("big");
+  ASSERT_TRUE(server);
+  // 1,024 concurrent client connections (one per client object), each announcing itself and then
+  // waiting for everyone: the rendezvous pattern at scale.
+  std::vector<std::unique_ptr<TcpStore>> clients;
+  clients.reserve(kClients);
+  for (int i = 0; i < kClients; ++i) {
+    auto c = Connect(server->port(), "big", 30s);
+    ASSERT_TRUE(c.ok()) << "client " << i << ": " << c.status().ToString();
+    clients.push_back(std::move(c).value());
+  }
+  EXPECT_GE(server->stats().connections_open, kClients);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  constexpr int kThreads = 16;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kClients; i += kThreads) {
+        if (!clients[i]->Add("arrived", 1).ok()) ++failures;
+      }
+      for (int i = t; i < kClients; i += kThreads) {
+        auto v = clients[i]->Get("go", 60s);
+        if (!v.ok() || *v != "1") ++failures;
+      }
+    });
+  }
+  // The last arrival opens the gate.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (*clients[0]->Add("arrived", 0) < kClients && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(10ms);
+  COMMKIT_ASSERT_OK(clients[0]->Set("go", "1"));
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(*clients[0]->Add("arrived", 0), kClients);
+}
+
+}  // namespace
+}  // namespace commkit
