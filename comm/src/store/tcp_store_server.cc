@@ -259,6 +259,7 @@ class TcpStoreServer::Impl {
   // Reads what is available and processes complete frames. Returns false to close the connection.
   bool OnReadable(int fd, Conn& conn) {
     char buf[kReadChunk];
+    bool eof = false;
     while (true) {
       ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
       if (n > 0) {
@@ -266,13 +267,17 @@ class TcpStoreServer::Impl {
         if (conn.in.size() > kMaxFrameBytes + 16) break;  // the frame check below rejects it
         continue;
       }
-      if (n == 0) return false;
+      if (n == 0) {
+        eof = true;  // handle what arrived before the peer closed, then close
+        break;
+      }
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
       return false;
     }
-    if (conn.closing) return true;
-    return Process(fd, conn);
+    if (conn.closing) return !eof;
+    bool keep = Process(fd, conn);
+    return keep && !eof;
   }
 
   bool ProtocolError(int fd, Conn& conn, std::string_view why) {
