@@ -1,3 +1,4 @@
 list(APPEND COMMKIT_COMM_SOURCES
   src/launch/hostlist.cc
-  src/launch/launch_env.cc)
+  src/launch/launch_env.cc
+  src/launch/rendezvous.cc)

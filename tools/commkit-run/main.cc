@@ -1,0 +1,91 @@
+// commkit-run: start N ranks of a program on this node (and join a multi-node job), like torchrun.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
+
+#include "commkit/common/env.h"
+#include "commkit/common/strings.h"
+#include "launcher.h"
+
+namespace {
+
+// Under srun or mpirun the ranks already exist: run the program in place.
+bool Deferred(const std::vector<std::string>& command) {
+  const char* launcher = nullptr;
+  if (std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE")) launcher = "mpirun";
+  else if (std::getenv("SLURM_STEP_ID") && std::getenv("SLURM_PROCID")) launcher = "srun";
+  if (launcher == nullptr) return false;
+  if (std::getenv("COMMKIT_LOG") && std::string(std::getenv("COMMKIT_LOG")) != "error")
+    std::fprintf(stderr, "commkit-run: running under %s: executing the program directly\n", launcher);
+  std::vector<char*> argv;
+  for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  ::execvp(argv[0], argv.data());
+  std::perror("commkit-run: exec");
+  std::exit(127);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  commkit::run::LaunchOptions o;
+  double grace_s = 5, timeout_s = 0, kill_after_s = 5;
+  bool no_prefix = false, no_store = false;
+  CLI::App app{
+      "commkit-run: start N local ranks of a program with the standard launch variables (RANK, WORLD_SIZE,\n"
+      "LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT, COMMKIT_STORE_TOKEN) and a hosted\n"
+      "rendezvous store. Output lines are prefixed with the rank. When a rank fails, the others are stopped\n"
+      "after a grace period and commkit-run exits with the first failing rank's code (128+N for signal N).\n"
+      "Under srun or mpirun it runs the program directly (they already started the ranks).\n\n"
+      "Examples:\n"
+      "  commkit-run -n 4 -- ./train --epochs 1\n"
+      "  commkit-run --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 -n 8 -- ./train   (on node0)\n"
+      "  commkit-run --nnodes 2 --node-rank 1 --master-addr node0 --master-port 29500 -n 8 -- ./train   (on node1)\n\n"
+      "Exit codes: 0 all ranks succeeded; the first failing rank's code; 124 job timeout; 130 interrupted;\n"
+      "2 usage errors; 1 launcher errors.",
+      "commkit-run"};
+  app.add_option("-n,--nproc-per-node", o.nproc_per_node, "Ranks to start on this node")->check(CLI::Range(1, 4096));
+  app.add_option("--nnodes", o.nnodes, "Nodes in the job")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--node-rank", o.node_rank, "This node's index")->check(CLI::NonNegativeNumber);
+  app.add_option("--master-addr", o.master_addr, "Address of node 0 (rank 0 and the store)");
+  app.add_option("--master-port", o.master_port, "Store port on node 0 (single node: a free port by default)")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--grace", grace_s, "Seconds to wait after the first failure before stopping the others (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--kill-after", kill_after_s, "Seconds between SIGTERM and SIGKILL (default 5)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--timeout", timeout_s, "Stop the whole job after this many seconds (0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-prefix", no_prefix, "Do not prefix output lines with the rank");
+  app.add_flag("--no-store", no_store, "Do not host the store (rank 0 hosts it instead)");
+  // Everything from the program name on belongs to the program: `commkit-run -n 2 prog --its-flag`.
+  app.prefix_command();
+  app.footer("Usage: commkit-run [options] [--] program [program arguments]");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
+  o.command = app.remaining();
+  if (!o.command.empty() && o.command.front() == "--") o.command.erase(o.command.begin());
+  if (o.command.empty()) {
+    std::fprintf(stderr, "commkit-run: no program given\n%s", app.help().c_str());
+    return 2;
+  }
+  if (Deferred(o.command)) return 0;
+  o.grace = std::chrono::milliseconds(static_cast<long long>(grace_s * 1000));
+  o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after_s * 1000));
+  o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+  o.prefix = !no_prefix;
+  o.host_store = !no_store;
+  auto result = commkit::run::RunLocalRanks(o);
+  if (!result.ok()) {
+    std::fprintf(stderr, "commkit-run: %s\n", result.status().ToString().c_str());
+    return result.status().code() == commkit::StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  if (result->exit_code != 0 || isatty(STDERR_FILENO)) std::fprintf(stderr, "%s\n", result->summary.c_str());
+  return result->exit_code;
+}
