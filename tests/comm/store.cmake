@@ -7,3 +7,9 @@ commkit_add_test(comm_tcp_store_test
   LIBS commkit::comm
   LABELS unit
   TIMEOUT 300)
+commkit_add_test(comm_etcd_store_test
+  SOURCES etcd_store_test.cc
+  LIBS commkit::comm
+  LABELS mp
+  TIMEOUT 300
+  ENVIRONMENT "COMMKIT_ETCD=$<$<BOOL:${COMMKIT_HAVE_ETCD}>:${ETCD_EXECUTABLE}>")

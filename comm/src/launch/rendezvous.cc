@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include "commkit/comm/etcd_store.h"
 #include "commkit/comm/file_store.h"
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/tcp_store.h"
@@ -68,6 +69,15 @@ Result<std::shared_ptr<Store>> OpenStore(const std::string& url, const LaunchInf
       return Status::InvalidArgument(StrCat("COMMKIT_STORE='", url, "': use file:///absolute/path"));
     COMMKIT_ASSIGN_OR_RETURN(auto file, FileStore::Open(dir));
     store = std::move(file);
+  } else if (StartsWith(url, "etcd://")) {
+    COMMKIT_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(std::string_view(url).substr(7), url));
+    EtcdStoreOptions o;
+    o.host = hp.host;
+    o.port = hp.port;
+    if (!hp.path.empty()) o.prefix = hp.path.back() == '/' ? hp.path : hp.path + "/";
+    o.timeout = timeout;
+    COMMKIT_ASSIGN_OR_RETURN(auto etcd, EtcdStore::Connect(o));
+    store = std::move(etcd);
   } else {
     return Status::InvalidArgument(
         StrCat("COMMKIT_STORE='", url, "' is not tcp://HOST:PORT, file:///DIR or etcd://HOST:PORT[/PREFIX]"));

@@ -7,3 +7,5 @@ list(APPEND COMMKIT_COMM_SOURCES
 list(APPEND COMMKIT_COMM_SOURCES
   src/store/prefix_store.cc
   src/store/file_store.cc)
+list(APPEND COMMKIT_COMM_SOURCES src/store/etcd_store.cc)
+list(APPEND COMMKIT_COMM_PRIVATE_DEPS nlohmann_json::nlohmann_json)

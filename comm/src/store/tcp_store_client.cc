@@ -1,12 +1,5 @@
 // TcpStore client: a small pool of blocking connections (one request in flight per connection), so
 // several threads can block in Get/Wait at once. Every socket operation has a deadline.
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -16,12 +9,13 @@
 #include "commkit/comm/tcp_store.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "net/socket.h"
 #include "tcp_protocol.h"
 
 namespace commkit {
 
 using namespace tcp_store;
-using Clock = std::chrono::steady_clock;
+using Clock = net::Clock;
 
 namespace {
 
@@ -30,113 +24,24 @@ constexpr auto kReplyMargin = std::chrono::seconds(10);
 // Deadline for non-blocking calls (set, add, ...): a server that does not answer in this time is gone.
 constexpr auto kShortCallTimeout = std::chrono::seconds(60);
 
-int RemainingMs(Clock::time_point deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return ms <= 0 ? 0 : static_cast<int>(std::min<long long>(ms, 1 << 30));
-}
-
 }  // namespace
 
 class TcpStore::Connection {
  public:
-  explicit Connection(int fd) : fd_(fd) {}
-  ~Connection() { ::close(fd_); }
-
-  Status SendAll(std::string_view data, Clock::time_point deadline) {
-    while (!data.empty()) {
-      ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
-      if (n > 0) {
-        data.remove_prefix(static_cast<std::size_t>(n));
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-        COMMKIT_RETURN_IF_ERROR(PollFor(POLLOUT, deadline));
-        continue;
-      }
-      return Status::RemoteError(StrCat("send failed: ", std::strerror(errno), " (server gone?)"));
-    }
-    return Status::Ok();
-  }
-
+  explicit Connection(int fd) : socket_(fd) {}
+  Status SendAll(std::string_view data, Clock::time_point deadline) { return net::SendAll(socket_.fd(), data, deadline); }
   Status RecvExact(char* out, std::size_t n, Clock::time_point deadline) {
-    while (n > 0) {
-      ssize_t r = ::recv(fd_, out, n, 0);
-      if (r > 0) {
-        out += r;
-        n -= static_cast<std::size_t>(r);
-        continue;
-      }
-      if (r == 0) return Status::RemoteError("the server closed the connection (did the store's process exit?)");
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        COMMKIT_RETURN_IF_ERROR(PollFor(POLLIN, deadline));
-        continue;
-      }
-      return Status::RemoteError(StrCat("recv failed: ", std::strerror(errno)));
-    }
-    return Status::Ok();
+    return net::RecvExact(socket_.fd(), out, n, deadline);
   }
 
  private:
-  Status PollFor(short events, Clock::time_point deadline) {
-    while (true) {
-      struct pollfd p {fd_, events, 0};
-      int rc = ::poll(&p, 1, RemainingMs(deadline));
-      if (rc > 0) return Status::Ok();
-      if (rc == 0) return Status::Timeout("no answer from the server in time");
-      if (errno != EINTR) return Status::FromErrno(errno, "poll");
-    }
-  }
-  int fd_;
+  net::Socket socket_;
 };
 
 TcpStore::TcpStore(TcpStoreOptions options) : options_(std::move(options)) { timeout_ = options_.timeout; }
 TcpStore::~TcpStore() = default;
 
 std::string TcpStore::Describe() const { return StrCat("tcp store ", options_.host, ":", options_.port); }
-
-namespace {
-
-// One connection attempt with a deadline (non-blocking connect + poll).
-Result<int> ConnectOnce(const std::string& host, int port, Clock::time_point deadline) {
-  struct addrinfo hints {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  struct addrinfo* res = nullptr;
-  std::string port_text = std::to_string(port);
-  int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res);
-  if (rc != 0) return Status::Unavailable(StrCat("cannot resolve '", host, "': ", ::gai_strerror(rc)));
-  Status last = Status::Unavailable("no address");
-  for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    int crc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (crc != 0 && errno == EINPROGRESS) {
-      struct pollfd p {fd, POLLOUT, 0};
-      int prc = ::poll(&p, 1, RemainingMs(deadline));
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (prc == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      else err = ETIMEDOUT;
-      crc = err == 0 ? 0 : -1;
-      errno = err;
-    }
-    if (crc == 0) {
-      int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      ::freeaddrinfo(res);
-      return fd;
-    }
-    last = Status::FromErrno(errno, "connect");
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  return last;
-}
-
-}  // namespace
 
 Result<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions& options) {
   if (options.token.size() > TcpStoreLimits::kMaxTokenBytes)
@@ -174,7 +79,7 @@ Result<std::string> TcpStore::Call(std::uint8_t op, const std::string& payload, 
     int attempts = 0;
     while (true) {
       ++attempts;
-      auto fd = ConnectOnce(options_.host, options_.port, std::min(deadline, Clock::now() + std::chrono::seconds(10)));
+      auto fd = net::ConnectWithDeadline(options_.host, options_.port, std::min(deadline, Clock::now() + std::chrono::seconds(10)));
       if (fd.ok()) {
         conn = std::make_unique<Connection>(*fd);
         break;

@@ -1,0 +1,1 @@
+list(APPEND COMMKIT_COMM_SOURCES src/net/socket.cc)

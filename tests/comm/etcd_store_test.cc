@@ -1,0 +1,152 @@
+// EtcdStore against a real etcd server started on loopback for this test binary.
+#include "commkit/comm/etcd_store.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <thread>
+
+#include "commkit/comm/rendezvous.h"
+#include "commkit/comm/tcp_store.h"
+#include "commkit/common/strings.h"
+#include "store_contract.h"
+
+namespace commkit::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+int FreePort() {
+  auto r = RunCommand("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); print(s.getsockname()[1])'");
+  return static_cast<int>(ParseInt(r.output.substr(0, r.output.find('\n'))).value_or(0));
+}
+
+// One etcd for the whole binary (starting one takes ~1 s).
+class EtcdServer {
+ public:
+  static EtcdServer& Get() {
+    static EtcdServer* server = new EtcdServer();
+    return *server;
+  }
+  bool running() const { return pid_ > 0 && ready_; }
+  int port() const { return client_port_; }
+  const std::string& why_not() const { return why_not_; }
+  void Stop() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+
+ private:
+  EtcdServer() {
+    const char* bin = std::getenv("COMMKIT_ETCD");
+    if (bin == nullptr || *bin == '\0') {
+      why_not_ = "etcd binary not configured (COMMKIT_WITH_ETCD; apt install etcd-server)";
+      return;
+    }
+    client_port_ = FreePort();
+    int peer_port = FreePort();
+    std::string client = "http://127.0.0.1:" + std::to_string(client_port_);
+    std::string peer = "http://127.0.0.1:" + std::to_string(peer_port);
+    std::string data = (dir_.path() / "data").string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::setpgid(0, 0);
+      std::freopen((dir_.path() / "etcd.log").c_str(), "w", stderr);
+      std::freopen("/dev/null", "w", stdout);
+      ::execl(bin, bin, "--name", "commkit-test", "--data-dir", data.c_str(), "--listen-client-urls", client.c_str(),
+              "--advertise-client-urls", client.c_str(), "--listen-peer-urls", peer.c_str(),
+              "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster", ("commkit-test=" + peer).c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    EtcdStoreOptions o;
+    o.port = client_port_;
+    o.request_timeout = 1s;
+    for (int i = 0; i < 100 && !ready_; ++i) {
+      if (EtcdStore::Connect(o).ok()) ready_ = true;
+      else std::this_thread::sleep_for(100ms);
+    }
+    if (!ready_) why_not_ = "etcd did not start within 10 s (see its log)";
+    std::atexit([] { EtcdServer::Get().Stop(); });
+  }
+
+  TempDir dir_;
+  pid_t pid_ = -1;
+  int client_port_ = 0;
+  bool ready_ = false;
+  std::string why_not_;
+};
+
+std::atomic<int> g_prefix{0};
+
+StoreInstance MakeEtcd() {
+  auto& server = EtcdServer::Get();
+  if (!server.running()) return {nullptr, nullptr, nullptr, server.why_not()};
+  EtcdStoreOptions o;
+  o.port = server.port();
+  o.prefix = "test-" + std::to_string(::getpid()) + "-" + std::to_string(g_prefix++) + "/";
+  auto a = EtcdStore::Connect(o);
+  auto b = EtcdStore::Connect(o);
+  if (!a.ok() || !b.ok()) return {};
+  return {std::shared_ptr<Store>(std::move(*a)), std::shared_ptr<Store>(std::move(*b)), nullptr};
+}
+
+INSTANTIATE_TEST_SUITE_P(Etcd, StoreContract, ::testing::Values(StoreFactory{"etcd", &MakeEtcd}), PrintStoreFactory);
+
+TEST(EtcdStore, DownServerIsAClearErrorNotAHang) {
+  EtcdStoreOptions o;
+  o.port = FreePort();  // nothing listens here
+  o.request_timeout = 2s;
+  auto start = std::chrono::steady_clock::now();
+  auto store = EtcdStore::Connect(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(store.status().message().find("Is etcd running"), std::string::npos) << store.status().message();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+}
+
+TEST(EtcdStore, APortThatIsNotEtcdIsAClearError) {
+  TcpStoreServerOptions so;
+  so.host = "127.0.0.1";
+  so.port = 0;
+  auto other = TcpStoreServer::Start(so);
+  ASSERT_TRUE(other.ok());
+  EtcdStoreOptions o;
+  o.port = (*other)->port();
+  o.request_timeout = 5s;
+  auto store = EtcdStore::Connect(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kDataLoss) << store.status().ToString();
+  EXPECT_NE(store.status().message().find("not an HTTP response"), std::string::npos) << store.status().message();
+}
+
+TEST(EtcdStore, RendezvousThroughEtcd) {
+  auto& server = EtcdServer::Get();
+  if (!server.running()) GTEST_SKIP() << server.why_not();
+  std::string url = "etcd://127.0.0.1:" + std::to_string(server.port()) + "/rdzv-" + std::to_string(::getpid());
+  constexpr int kRanks = 3;
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int rank = 0; rank < kRanks; ++rank) {
+    threads.emplace_back([&, rank] {
+      EnvMap env{{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(kRanks)}, {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", "1"}, {"COMMKIT_STORE", url}, {"TORCHELASTIC_RUN_ID", "etcdjob"}};
+      RendezvousOptions ro;
+      ro.timeout = 20s;
+      auto r = RendezvousFromEnvironment(env, ro);
+      if (r.ok() && r->hosts.size() == kRanks) ++ok;
+      else ADD_FAILURE() << "rank " << rank << ": " << r.status().ToString();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kRanks);
+}
+
+}  // namespace
+}  // namespace commkit::testing
