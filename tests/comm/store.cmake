@@ -13,3 +13,8 @@ commkit_add_test(comm_etcd_store_test
   LABELS mp
   TIMEOUT 300
   ENVIRONMENT "COMMKIT_ETCD=$<$<BOOL:${COMMKIT_HAVE_ETCD}>:${ETCD_EXECUTABLE}>")
+commkit_add_test(comm_store_mp_test
+  SOURCES store_mp_test.cc
+  LIBS commkit::comm
+  LABELS mp
+  TIMEOUT 120)
