@@ -5,6 +5,7 @@
 
 #include "commkit/common/strings.h"
 #include "net/socket.h"
+#include "poll_wait.h"
 
 namespace commkit {
 
@@ -158,32 +159,18 @@ Status EtcdStore::Set(std::string_view key, std::string_view value) {
   return Post("kv/put", req.dump()).status();
 }
 
-std::vector<std::string> EtcdStore::Missing(const std::vector<std::string>& keys, Status* error) const {
+Result<std::vector<std::string>> EtcdStore::Missing(const std::vector<std::string>& keys) const {
   std::vector<std::string> missing;
   for (const auto& k : keys) {
-    auto v = Range(k);
-    if (!v.ok()) {
-      *error = v.status();
-      return {};
-    }
-    if (!*v) missing.push_back(k);
+    COMMKIT_ASSIGN_OR_RETURN(auto v, Range(k));
+    if (!v) missing.push_back(k);
   }
   return missing;
 }
 
 Status EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  auto pause = std::chrono::milliseconds(1);
-  std::vector<std::string> pending = keys;
-  while (true) {
-    Status error;
-    pending = Missing(pending, &error);
-    if (!error.ok()) return error;
-    if (pending.empty()) return Status::Ok();
-    if (Clock::now() >= deadline) return StoreWaitTimeout(Describe(), pending, keys.size(), timeout);
-    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
-    pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
+  return PollForKeys(Describe(), keys, timeout,
+                     [this](const std::vector<std::string>& pending) { return Missing(pending); });
 }
 
 Result<std::string> EtcdStore::Get(std::string_view key, std::chrono::milliseconds timeout) {
@@ -263,9 +250,7 @@ Result<std::int64_t> EtcdStore::Add(std::string_view key, std::int64_t delta) {
 }
 
 Result<bool> EtcdStore::Check(const std::vector<std::string>& keys) {
-  Status error;
-  auto missing = Missing(keys, &error);
-  if (!error.ok()) return error;
+  COMMKIT_ASSIGN_OR_RETURN(auto missing, Missing(keys));
   return missing.empty();
 }
 

@@ -54,7 +54,7 @@ class EtcdStore final : public Store {
   // POST a JSON body to /v3/<path>; returns the response JSON text.
   Result<std::string> Post(std::string_view path, const std::string& body) const;
   Result<std::optional<Value>> Range(std::string_view key) const;
-  std::vector<std::string> Missing(const std::vector<std::string>& keys, Status* error) const;
+  Result<std::vector<std::string>> Missing(const std::vector<std::string>& keys) const;
 
   EtcdStoreOptions options_;
 };
