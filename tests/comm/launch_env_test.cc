@@ -70,6 +70,25 @@ TEST(LaunchEnv, KubeflowAndAzureMlAreNamed) {
   EXPECT_EQ(info->job_id, "run1");
 }
 
+TEST(LaunchEnv, AzureMlMpiDistributionTakesMasterAndPortFromAzBatchMasterNode) {
+  // Azure ML's MPI distribution: Open MPI's variables plus AZ_BATCH_MASTER_NODE, no MASTER_*.
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_NODE_RANK", "1"},
+             {"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}, {"AZUREML_RUN_ID", "run7"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kOpenMPI);
+  EXPECT_EQ(info->master_addr, "10.0.0.4");
+  EXPECT_EQ(info->master_port, 6105);
+  EXPECT_EQ(info->job_id, "run7");
+  // MASTER_PORT, when set, wins over the port in AZ_BATCH_MASTER_NODE; older images set only a host.
+  env["MASTER_PORT"] = "29501";
+  EXPECT_EQ(DetectLaunchEnvironment(env)->master_port, 29501);
+  env.erase("AZ_BATCH_MASTER_NODE");
+  env["AZ_BATCHAI_MPI_MASTER_NODE"] = "10.0.0.9";
+  EXPECT_EQ(DetectLaunchEnvironment(env)->master_addr, "10.0.0.9");
+}
+
 TEST(LaunchEnv, OpenMpiWithoutMasterOnOneNodeUsesLoopback) {
   EnvMap env{{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
              {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_NODE_RANK", "0"}, {"OMPI_MCA_ess_base_jobid", "777"}};
@@ -158,6 +177,19 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
        "SLURM_STEP_NODELIST"},
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_TASKS_PER_NODE", "2(x"}},
        "SLURM_TASKS_PER_NODE='2(x' is malformed"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x3"}},
+       "SLURM_STEP_TASKS_PER_NODE='2(x3' is malformed"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_TASKS_PER_NODE", "2(y3)"}},
+       "SLURM_TASKS_PER_NODE='2(y3)' is malformed"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_NODELIST", "n[2-1]"}},
+       "SLURM_JOB_NODELIST"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NNODES", "3"},
+        {"SLURM_STEP_NODELIST", "n[1-2]"}},
+       "SLURM_STEP_NODELIST='n[1-2]' names 2 hosts but the step spans 3 nodes"},
+      {{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"AZ_BATCH_MASTER_NODE", "10.0.0.4:99999"}},
+       "AZ_BATCH_MASTER_NODE='10.0.0.4:99999' is not host:port"},
+      {{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"AZ_BATCH_MASTER_NODE", ":6105"}},
+       "AZ_BATCH_MASTER_NODE=':6105'"},
   };
   for (const auto& c : cases) {
     auto info = DetectLaunchEnvironment(c.env);

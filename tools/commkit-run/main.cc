@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
       "  commkit-run -n 4 -- ./train --epochs 1\n"
       "  commkit-run --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 -n 8 -- ./train   (on node0)\n"
       "  commkit-run --nnodes 2 --node-rank 1 --master-addr node0 --master-port 29500 -n 8 -- ./train   (on node1)\n\n"
-      "Exit codes: 0 all ranks succeeded; the first failing rank's code; 124 job timeout; 130 interrupted;\n"
+      "Exit codes: 0 all ranks succeeded; the first failing rank's code (128+N for signal N); 124 job timeout;\n"
+      "128+N when commkit-run received signal N and forwarded it (130 for Ctrl-C); 127 program not found;\n"
       "2 usage errors; 1 launcher errors.",
       "commkit-run"};
   app.add_option("-n,--nproc-per-node", o.nproc_per_node, "Ranks to start on this node")->check(CLI::Range(1, 4096));
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   auto result = commkit::run::RunLocalRanks(o);
   if (!result.ok()) {
     std::fprintf(stderr, "commkit-run: %s\n", result.status().ToString().c_str());
+    if (result.status().code() == commkit::StatusCode::kNotFound) return 127;  // like a shell
     return result.status().code() == commkit::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (result->exit_code != 0 || isatty(STDERR_FILENO)) std::fprintf(stderr, "%s\n", result->summary.c_str());
