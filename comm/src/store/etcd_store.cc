@@ -92,9 +92,14 @@ Result<std::pair<int, std::string>> ParseHttp(const std::string& raw) {
     while (pos < body.size()) {
       auto eol = body.find("\r\n", pos);
       if (eol == std::string::npos) return Status::DataLoss("truncated chunked body");
-      std::size_t len = std::strtoul(body.substr(pos, eol - pos).c_str(), nullptr, 16);
+      std::string_view size_text = std::string_view(body).substr(pos, eol - pos);
+      size_text = size_text.substr(0, size_text.find(';'));  // chunk extensions
+      if (size_text.empty() || size_text.size() > 8 ||
+          size_text.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos)
+        return Status::DataLoss("malformed chunk size in HTTP reply");
+      std::size_t len = std::stoul(std::string(size_text), nullptr, 16);
       if (len == 0) break;
-      if (eol + 2 + len > body.size()) return Status::DataLoss("truncated chunk");
+      if (len > body.size() - (eol + 2)) return Status::DataLoss("truncated chunk");
       decoded += body.substr(eol + 2, len);
       pos = eol + 2 + len + 2;
     }
@@ -251,7 +256,9 @@ Result<std::int64_t> EtcdStore::Add(std::string_view key, std::int64_t delta) {
     } else {
       compare = {{"key", full}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}};
     }
-    value += delta;
+    if (__builtin_add_overflow(value, delta, &value))
+      return Status::InvalidArgument(StrCat(Describe(), ": add of ", delta, " to key '", key, "' (", current->value,
+                                            ") overflows a 64-bit integer"));
     json req = {{"compare", json::array({compare})},
                 {"success", json::array({{{"request_put", {{"key", full}, {"value", Base64(std::to_string(value))}}}}})}};
     COMMKIT_ASSIGN_OR_RETURN(std::string reply, Post("kv/txn", req.dump()));
