@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "commkit/comm/hostlist.h"
 
 namespace commkit {
@@ -26,6 +28,24 @@ TEST(Hostlist, RejectsBadSyntaxAndHugeRanges) {
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("more than 1000 hosts"), std::string::npos);
   EXPECT_FALSE(ExpandHostlist("n[0-999]m[0-999]", 10000).ok()) << "products are bounded too";
+}
+
+TEST(Hostlist, RandomInputNeverCrashesAndStaysBounded) {
+  // Deterministic fuzz: every input gives hosts (within the bound) or InvalidArgument.
+  std::mt19937 rng(12345);
+  const std::string alphabet = "[]-,0123456789ab ";
+  for (int i = 0; i < 20000; ++i) {
+    std::string input;
+    int len = static_cast<int>(rng() % 24);
+    for (int k = 0; k < len; ++k) input += alphabet[rng() % alphabet.size()];
+    auto r = ExpandHostlist(input, 500);
+    if (r.ok()) {
+      EXPECT_LE(r->size(), 500u) << input;
+      for (const auto& host : *r) EXPECT_FALSE(host.empty()) << input;
+    } else {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << input;
+    }
+  }
 }
 
 TEST(LaunchEnv, NoLauncherIsSingleProcess) {

@@ -143,9 +143,9 @@ TEST(CommkitRun, SigtermIsForwardedToEveryRank) {
   TempDir dir;
   std::string out = (dir.path() / "out").string();
   // Start the job in the background, wait (bounded) until both ranks are up, then SIGTERM commkit-run.
-  std::string cmd = RunBin() + " -n 2 -- sh -c 'trap \"echo term $RANK; exit 0\" TERM; echo ready; "
+  std::string cmd = ": > " + out + "; " + RunBin() + " -n 2 -- sh -c 'trap \"echo term $RANK; exit 0\" TERM; echo ready; "
                                "while :; do sleep 0.05; done' > " + out + " 2>&1 & pid=$!; "
-                    "i=0; while [ $(grep -c ready " + out + ") -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
+                    "i=0; while [ \"$(grep -c ready " + out + ")\" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
                     "kill -TERM $pid; wait $pid; rc=$?; cat " + out + "; exit $rc";
   auto r = RunCommand(cmd);
   EXPECT_EQ(r.exit_code, 128 + 15) << r.output;
@@ -168,6 +168,20 @@ TEST(CommkitRun, ProgramNotInPathExits127) {
   auto r = RunCommand(RunBin() + " -n 2 -- commkit-no-such-program-xyz");
   EXPECT_EQ(r.exit_code, 127) << r.output;
   EXPECT_NE(r.output.find("commkit-no-such-program-xyz"), std::string::npos) << r.output;
+}
+
+
+TEST(CommkitRun, UnderSrunOrMpirunItExecsTheProgramDirectly) {
+  for (const char* outer : {"SLURM_STEP_ID=0 SLURM_PROCID=3", "OMPI_COMM_WORLD_SIZE=2"}) {
+    auto r = RunCommand(std::string("env ") + outer + " " + RunBin() +
+                        " -n 4 -- sh -c 'echo launcher=${COMMKIT_LAUNCHER:-none} rank=${RANK:-unset}'");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output, "launcher=none rank=unset\n") << outer << ": one process, no prefix, no variables of ours";
+  }
+  auto spawned = RunCommand(std::string("env SLURM_STEP_ID=0 SLURM_PROCID=3 ") + RunBin() +
+                            " --always-spawn -n 2 -- sh -c 'echo rank=$RANK'");
+  EXPECT_EQ(spawned.exit_code, 0) << spawned.output;
+  EXPECT_NE(spawned.output.find("[1] rank=1"), std::string::npos) << spawned.output;
 }
 
 }  // namespace
