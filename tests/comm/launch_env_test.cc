@@ -160,6 +160,25 @@ TEST(LaunchEnv, SlurmMasterIsTheFirstHost) {
   EXPECT_EQ(StoreTokenFromEnvironment(env, *info), "secret");
 }
 
+TEST(LaunchEnv, SlurmStepCountsWinOverTheAllocation) {
+  // `srun -n 4` inside an allocation of 8 tasks on 2 nodes: the step has 4 tasks on 1 node.
+  EnvMap env{{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NNODES", "2"},
+             {"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_LOCALID", "3"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_ID", "2"},
+             {"SLURM_JOB_ID", "99"}, {"SLURM_JOB_NODELIST", "a[1-2]"}, {"SLURM_STEP_NODELIST", "a2"},
+             {"SLURM_STEP_TASKS_PER_NODE", "4"}, {"SLURM_TASKS_PER_NODE", "4(x2)"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->world_size, 4);
+  EXPECT_EQ(info->num_nodes, 1);
+  EXPECT_EQ(info->local_world_size, 4);
+  EXPECT_EQ(info->master_addr, "a2") << "the step's first node, not the allocation's";
+  env["SLURM_PROCID"] = "4";
+  auto bad = DetectLaunchEnvironment(env);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("SLURM_PROCID=4 is not below SLURM_STEP_NUM_TASKS=4"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(LaunchEnv, PrecedenceInnermostLauncherWins) {
   // torchrun started by srun: both sets present, torchrun's per-process variables describe us.
   EnvMap env{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NODEID", "1"},

@@ -184,5 +184,18 @@ TEST(CommkitRun, UnderSrunOrMpirunItExecsTheProgramDirectly) {
   EXPECT_NE(spawned.output.find("[1] rank=1"), std::string::npos) << spawned.output;
 }
 
+
+TEST(CommkitRun, MultiNodeWithoutATokenWarns) {
+  auto port_probe = RunCommand("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); "
+                               "print(s.getsockname()[1])'");
+  ASSERT_EQ(port_probe.exit_code, 0) << port_probe.output;
+  std::string port = std::string(port_probe.output.substr(0, port_probe.output.find('\n')));
+  auto r = RunCommand("env -u COMMKIT_STORE_TOKEN " + RunBin() + " --nnodes 2 --node-rank 0 --master-port " + port +
+                      " -n 1 -- sh -c 'echo token=${COMMKIT_STORE_TOKEN:-none}'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("COMMKIT_STORE_TOKEN is not set"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[0] token=none"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace commkit::testing

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -153,7 +154,15 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
   const int world = o.nproc_per_node * o.nnodes;
   std::string token = RandomToken();
   if (const char* t = std::getenv("COMMKIT_STORE_TOKEN"); t != nullptr && *t) token = t;
-  else if (o.nnodes > 1) token = "";  // nodes cannot share a random token: use COMMKIT_STORE_TOKEN or the job id
+  else if (o.nnodes > 1) {
+    // Nodes cannot agree on a random token: the store then accepts any client that reaches it.
+    token = "";
+    if (o.node_rank == 0 && o.host_store)
+      std::fprintf(stderr,
+                   "commkit-run: warning: COMMKIT_STORE_TOKEN is not set, so the job's store on port %d accepts any "
+                   "client; export the same secret as COMMKIT_STORE_TOKEN on every node\n",
+                   o.master_port);
+  }
 
   // Node 0 hosts the job's store, like torchrun's agent: it outlives any rank, so rendezvous and
   // failure reports keep working when rank 0 dies.

@@ -169,7 +169,10 @@ Status Pmi(Reader& r, LaunchInfo& info) {
 
 Status Slurm(Reader& r, LaunchInfo& info) {
   COMMKIT_RETURN_IF_ERROR(r.RequireInt("SLURM_PROCID", info.rank, 0, kMaxRanks, "Slurm"));
-  COMMKIT_RETURN_IF_ERROR(r.RequireInt("SLURM_NTASKS", info.world_size, 1, kMaxRanks, "Slurm"));
+  // A step may use fewer tasks than the allocation: the step's own count wins.
+  COMMKIT_ASSIGN_OR_RETURN(bool has_ntasks,
+                           r.FirstInt({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, info.world_size, 1, kMaxRanks));
+  if (!has_ntasks) return Status::InvalidArgument("Slurm launch detected but SLURM_NTASKS is not set");
   COMMKIT_RETURN_IF_ERROR(r.Int("SLURM_LOCALID", info.local_rank, 0, kMaxRanks).status());
   COMMKIT_RETURN_IF_ERROR(r.Int("SLURM_NODEID", info.node_rank, 0, kMaxRanks).status());
   COMMKIT_RETURN_IF_ERROR(r.FirstInt({"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}, info.num_nodes, 1, kMaxRanks).status());
@@ -208,7 +211,8 @@ Status Slurm(Reader& r, LaunchInfo& info) {
                                             " hosts but the step spans ", info.num_nodes, " nodes"));
     info.hosts = std::move(hosts).value();
   }
-  return Consistency(info, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "the node's task count");
+  return Consistency(info, "SLURM_PROCID", r.Has("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS",
+                     "SLURM_LOCALID", "the node's task count");
 }
 
 }  // namespace
