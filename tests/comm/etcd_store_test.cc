@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -242,6 +243,52 @@ TEST(EtcdStore, ServerKilledMidSessionIsAClearErrorNotAHang) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
   EXPECT_NE(r.status().message().find("Is etcd running"), std::string::npos) << r.status().message();
   EXPECT_LT(took, 50s) << "the wait must end when the server dies, not at its 60 s timeout";
+}
+
+
+TEST(EtcdStore, FallsBackToTheV3betaGatewayOfEtcd33) {
+  // A fake etcd 3.3: 404 on /v3/, an empty range answer on /v3beta/.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::vector<std::string> paths;
+  std::thread server([&] {
+    for (int i = 0; i < 2; ++i) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 10000) != 1) return;
+      int c = ::accept(fd, nullptr, nullptr);
+      if (c < 0) return;
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        request.append(buf, static_cast<std::size_t>(n));
+      }
+      std::string path = request.substr(5, request.find(' ', 5) - 5);
+      paths.push_back(path);
+      std::string body = path.rfind("/v3/", 0) == 0 ? "404 page not found\n" : "{\"header\":{},\"count\":\"0\"}";
+      std::string reply = StrCat(path.rfind("/v3/", 0) == 0 ? "HTTP/1.1 404 Not Found" : "HTTP/1.1 200 OK",
+                                 "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+      (void)!::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  });
+  EtcdStoreOptions o;
+  o.port = ntohs(addr.sin_port);
+  o.request_timeout = 5s;
+  auto store = EtcdStore::Connect(o);
+  server.join();
+  ::close(fd);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(paths, (std::vector<std::string>{"/v3/kv/range", "/v3beta/kv/range"}));
+  EXPECT_NE((*store)->Describe().find("gateway /v3beta/"), std::string::npos) << (*store)->Describe();
 }
 
 }  // namespace

@@ -111,7 +111,8 @@ Result<std::pair<int, std::string>> ParseHttp(const std::string& raw) {
 }  // namespace
 
 std::string EtcdStore::Describe() const {
-  return StrCat("etcd store ", options_.host, ":", options_.port, " (prefix '", options_.prefix, "')");
+  return StrCat("etcd store ", options_.host, ":", options_.port, " (prefix '", options_.prefix, "'",
+                api_ == "v3" ? "" : ", gateway /" + api_ + "/", ")");
 }
 
 Result<std::string> EtcdStore::Post(std::string_view path, const std::string& body) const {
@@ -121,7 +122,7 @@ Result<std::string> EtcdStore::Post(std::string_view path, const std::string& bo
     return Status::Unavailable(StrCat(Describe(), ": ", fd.status().message(), ". Is etcd running and is its client URL ",
                                       options_.host, ":", options_.port, "?"));
   net::Socket socket(*fd);
-  std::string request = StrCat("POST /v3/", path, " HTTP/1.1\r\nHost: ", options_.host, ":", options_.port,
+  std::string request = StrCat("POST /", api_, "/", path, " HTTP/1.1\r\nHost: ", options_.host, ":", options_.port,
                                "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
                                "\r\nConnection: close\r\n\r\n", body);
   COMMKIT_RETURN_IF_ERROR(net::SendAll(socket.fd(), request, deadline).WithContext(Describe()));
@@ -134,14 +135,22 @@ Result<std::string> EtcdStore::Post(std::string_view path, const std::string& bo
     std::string message = reply;
     auto j = json::parse(reply, nullptr, false);
     if (!j.is_discarded() && j.is_object()) message = j.value("message", j.value("error", reply));
-    return Status::BackendError(StrCat(Describe(), ": HTTP ", code, " from /v3/", path, ": ", message));
+    return Status::BackendError(StrCat(Describe(), ": HTTP ", code, " from /", api_, "/", path, ": ", message));
   }
   return std::move(reply);
 }
 
 Result<std::unique_ptr<EtcdStore>> EtcdStore::Connect(const EtcdStoreOptions& options) {
   std::unique_ptr<EtcdStore> store(new EtcdStore(options));
-  COMMKIT_RETURN_IF_ERROR(store->NumKeys().status());
+  // etcd >= 3.4 serves the gateway at /v3/; 3.3 only at /v3beta/ (3.2 at /v3alpha/, not supported).
+  // A 404 on /v3/ means an older server: fall back once.
+  auto probe = store->NumKeys();
+  if (!probe.ok() && probe.status().code() == StatusCode::kBackendError &&
+      probe.status().message().find("HTTP 404") != std::string::npos) {
+    store->api_ = "v3beta";
+    probe = store->NumKeys();
+  }
+  COMMKIT_RETURN_IF_ERROR(probe.status());
   return store;
 }
 
