@@ -264,6 +264,9 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
       ::sigaction(SIGINT, &dfl, nullptr);
       ::sigaction(SIGTERM, &dfl, nullptr);
       ::sigaction(SIGPIPE, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a blocked mask would be inherited across exec
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
       ::execve(program.c_str(), argv.data(), envp.data());
