@@ -93,9 +93,14 @@ Result<std::pair<int, std::string>> ParseHttp(const std::string& raw) {
     while (pos < body.size()) {
       auto eol = body.find("\r\n", pos);
       if (eol == std::string::npos) return Status::DataLoss("truncated chunked body");
-      std::size_t len = std::strtoul(body.substr(pos, eol - pos).c_str(), nullptr, 16);
+      std::string_view size_text = std::string_view(body).substr(pos, eol - pos);
+      size_text = size_text.substr(0, size_text.find(';'));  // chunk extensions
+      if (size_text.empty() || size_text.size() > 8 ||
+          size_text.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos)
+        return Status::DataLoss("malformed chunk size in HTTP reply");
+      std::size_t len = std::stoul(std::string(size_text), nullptr, 16);
       if (len == 0) break;
-      if (eol + 2 + len > body.size()) return Status::DataLoss("truncated chunk");
+      if (len > body.size() - (eol + 2)) return Status::DataLoss("truncated chunk");
       decoded += body.substr(eol + 2, len);
       pos = eol + 2 + len + 2;
     }
@@ -107,7 +112,8 @@ Result<std::pair<int, std::string>> ParseHttp(const std::string& raw) {
 }  // namespace
 
 std::string EtcdStore::Describe() const {
-  return StrCat("etcd store ", options_.host, ":", options_.port, " (prefix '", options_.prefix, "')");
+  return StrCat("etcd store ", options_.host, ":", options_.port, " (prefix '", options_.prefix, "'",
+                api_ == "v3" ? "" : ", gateway /" + api_ + "/", ")");
 }
 
 Result<std::string> EtcdStore::Post(std::string_view path, const std::string& body) const {
@@ -117,7 +123,7 @@ Result<std::string> EtcdStore::Post(std::string_view path, const std::string& bo
     return Status::Unavailable(StrCat(Describe(), ": ", fd.status().message(), ". Is etcd running and is its client URL ",
                                       options_.host, ":", options_.port, "?"));
   net::Socket socket(*fd);
-  std::string request = StrCat("POST /v3/", path, " HTTP/1.1\r\nHost: ", options_.host, ":", options_.port,
+  std::string request = StrCat("POST /", api_, "/", path, " HTTP/1.1\r\nHost: ", options_.host, ":", options_.port,
                                "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
                                "\r\nConnection: close\r\n\r\n", body);
   COMMKIT_RETURN_IF_ERROR(net::SendAll(socket.fd(), request, deadline).WithContext(Describe()));
@@ -130,14 +136,22 @@ Result<std::string> EtcdStore::Post(std::string_view path, const std::string& bo
     std::string message = reply;
     auto j = json::parse(reply, nullptr, false);
     if (!j.is_discarded() && j.is_object()) message = j.value("message", j.value("error", reply));
-    return Status::BackendError(StrCat(Describe(), ": HTTP ", code, " from /v3/", path, ": ", message));
+    return Status::BackendError(StrCat(Describe(), ": HTTP ", code, " from /", api_, "/", path, ": ", message));
   }
   return std::move(reply);
 }
 
 Result<std::unique_ptr<EtcdStore>> EtcdStore::Connect(const EtcdStoreOptions& options) {
   std::unique_ptr<EtcdStore> store(new EtcdStore(options));
-  COMMKIT_RETURN_IF_ERROR(store->NumKeys().status());
+  // etcd >= 3.4 serves the gateway at /v3/; 3.3 only at /v3beta/ (3.2 at /v3alpha/, not supported).
+  // A 404 on /v3/ means an older server: fall back once.
+  auto probe = store->NumKeys();
+  if (!probe.ok() && probe.status().code() == StatusCode::kBackendError &&
+      probe.status().message().find("HTTP 404") != std::string::npos) {
+    store->api_ = "v3beta";
+    probe = store->NumKeys();
+  }
+  COMMKIT_RETURN_IF_ERROR(probe.status());
   return store;
 }
 
@@ -238,7 +252,9 @@ Result<std::int64_t> EtcdStore::Add(std::string_view key, std::int64_t delta) {
     } else {
       compare = {{"key", full}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}};
     }
-    value += delta;
+    if (__builtin_add_overflow(value, delta, &value))
+      return Status::InvalidArgument(StrCat(Describe(), ": add of ", delta, " to key '", key, "' (", current->value,
+                                            ") overflows a 64-bit integer"));
     json req = {{"compare", json::array({compare})},
                 {"success", json::array({{{"request_put", {{"key", full}, {"value", Base64(std::to_string(value))}}}}})}};
     COMMKIT_ASSIGN_OR_RETURN(std::string reply, Post("kv/txn", req.dump()));
