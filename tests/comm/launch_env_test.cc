@@ -110,12 +110,15 @@ TEST(LaunchEnv, AzureMlMpiDistributionTakesMasterAndPortFromAzBatchMasterNode) {
 }
 
 TEST(LaunchEnv, OpenMpiWithoutMasterOnOneNodeUsesLoopback) {
+  // As mpirun sets them on one host: NODE_RANK is the rank among the node's processes, not a node index.
   EnvMap env{{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
-             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_NODE_RANK", "0"}, {"OMPI_MCA_ess_base_jobid", "777"}};
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_NODE_RANK", "2"}, {"OMPI_MCA_ess_base_jobid", "777"}};
   auto info = DetectLaunchEnvironment(env);
   ASSERT_TRUE(info.ok()) << info.status().ToString();
   EXPECT_EQ(info->launcher, Launcher::kOpenMPI);
   EXPECT_EQ(info->rank, 2);
+  EXPECT_EQ(info->node_rank, 0);
+  EXPECT_EQ(info->num_nodes, 1);
   EXPECT_EQ(info->master_addr, "127.0.0.1");
   EXPECT_EQ(info->job_id, "777");
   // The port is derived from the job id, identically on every rank.

@@ -14,15 +14,44 @@
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/comm/rendezvous.h"
 
 namespace commkit::testing {
 
-// Runs body(pg) on `size` threads, each with its own ProcessGroup over one HashStore.
+// Process mode (COMMKIT_TEST_PROCESSES=1, under mpirun or commkit-run): this process is one rank of
+// the launcher's job; a test whose rank count differs from the job's is skipped.
+inline bool ProcessMode() {
+  const char* v = std::getenv("COMMKIT_TEST_PROCESSES");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// Runs body(pg) on `size` ranks: threads with their own ProcessGroup over one HashStore, or in process
+// mode the one rank this process is (every process runs the tests in the same order, so each group
+// gets the same name on every rank).
 inline void RunRanks(const std::string& backend, int size, const std::function<void(ProcessGroup&)>& body,
                      ProcessGroupOptions options = {}) {
-  auto store = std::make_shared<HashStore>();
   options.backend = backend;
   if (options.timeout == ProcessGroupOptions{}.timeout) options.timeout = std::chrono::seconds(60);
+  if (ProcessMode()) {
+    static std::shared_ptr<Store> store;
+    static int world = 0, me = 0, groups = 0;
+    if (!store) {
+      auto rdzv = RendezvousFromEnvironment();
+      ASSERT_TRUE(rdzv.ok()) << rdzv.status().ToString();
+      store = rdzv->store;
+      world = rdzv->info.world_size;
+      me = rdzv->info.rank;
+    }
+    if (size != world) GTEST_SKIP() << "process mode: the job has " << world << " ranks, this case needs " << size;
+    options.name = "conformance-" + std::to_string(++groups);
+    auto pg = ProcessGroup::Create(store, me, world, options);
+    ASSERT_TRUE(pg.ok()) << "rank " << me << ": " << pg.status().ToString();
+    body(**pg);
+    return;
+  }
+  // MPI ranks are processes (one MPI_COMM_WORLD rank each): multi-rank cases run under mpirun.
+  if (backend == "mpi" && size > 1) GTEST_SKIP() << "mpi ranks are processes: see the comm_pg_mpi_processes_N tests";
+  auto store = std::make_shared<HashStore>();
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([&, rank] {

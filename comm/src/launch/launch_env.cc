@@ -149,9 +149,11 @@ Status OpenMpi(Reader& r, LaunchInfo& info) {
   info.local_world_size = info.world_size;
   COMMKIT_RETURN_IF_ERROR(r.Int("OMPI_COMM_WORLD_LOCAL_RANK", info.local_rank, 0, kMaxRanks).status());
   COMMKIT_RETURN_IF_ERROR(r.Int("OMPI_COMM_WORLD_LOCAL_SIZE", info.local_world_size, 1, kMaxRanks).status());
-  COMMKIT_RETURN_IF_ERROR(r.Int("OMPI_COMM_WORLD_NODE_RANK", info.node_rank, 0, kMaxRanks).status());
+  // OMPI_COMM_WORLD_NODE_RANK is NOT the node's index: it is this process's rank among all processes on
+  // its node (across jobs), so it is not read. With mpirun's default by-slot mapping every node holds
+  // LOCAL_SIZE consecutive ranks, which gives the node index.
   info.num_nodes = (info.world_size + info.local_world_size - 1) / info.local_world_size;
-  if (info.node_rank >= info.num_nodes) info.num_nodes = info.node_rank + 1;
+  info.node_rank = info.rank / info.local_world_size;
   return Consistency(info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                      "OMPI_COMM_WORLD_LOCAL_SIZE");
 }

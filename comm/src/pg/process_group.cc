@@ -150,10 +150,13 @@ class ProcessGroup::Impl {
   }
 
   // Every rank contributes [h, -h] of its call's fingerprint to a MAX allreduce: max(h) == -max(-h)
-  // exactly when all ranks agree. Cost: one 16-byte allreduce per operation.
+  // exactly when all ranks agree. Cost: one 16-byte allreduce per operation. Backends without host
+  // allreduce (NCCL) exchange the fingerprints through the store instead (one set and one multi-get).
   Status CheckFingerprint(const CollectiveArgs& args) {
     std::int64_t h = static_cast<std::int64_t>(FingerprintHash(args));
     std::int64_t buf[2] = {h, -h};
+    if (!backend_->Supports(CollectiveKind::kAllreduce, DataType::kInt64, MemoryKind::kHost, ReduceKind::kMax))
+      return CheckFingerprintThroughStore(args);
     CollectiveArgs fp;
     fp.kind = CollectiveKind::kAllreduce;
     fp.send = buf;
@@ -168,7 +171,25 @@ class ProcessGroup::Impl {
     Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
     if (!s.ok()) return Diagnose(args, s);
     if (buf[0] == -buf[1]) return Status::Ok();
-    // They differ: every rank publishes its call and reads everyone's, so all report the same diff.
+    return ReportMismatch(args);
+  }
+
+  Status CheckFingerprintThroughStore(const CollectiveArgs& args) {
+    std::string base = StrCat("fp/", args.sequence, "/");
+    COMMKIT_RETURN_IF_ERROR(store_->Set(base + std::to_string(rank_), Describe(args)).WithContext(Who()));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(base + std::to_string(r));
+    auto all = store_->MultiGet(keys, args.timeout);
+    if (!all.ok()) return Diagnose(args, all.status());
+    // Keep the store small: the fingerprint of two operations ago is no longer read by anyone.
+    if (args.sequence > 2) (void)store_->Delete(StrCat("fp/", args.sequence - 2, "/", rank_));
+    for (const auto& d : *all)
+      if (d != (*all)[static_cast<std::size_t>(rank_)]) return ReportMismatch(args);
+    return Status::Ok();
+  }
+
+  // Every rank publishes its call and reads everyone's, so all report the same per-rank diff.
+  Status ReportMismatch(const CollectiveArgs& args) {
     std::string key = StrCat("mismatch/", args.sequence, "/");
     (void)store_->Set(key + std::to_string(rank_), Describe(args));
     std::vector<std::string> keys;
@@ -422,7 +443,6 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
     if (!c || !k) return Status::DataLoss(StrCat(p.Who(), ": split #", split_id, ": malformed entry of rank ", r));
     if (*c == color) members.push_back({{static_cast<int>(*k), r}, r});
   }
-  if (color < 0) return std::unique_ptr<ProcessGroup>();
   std::sort(members.begin(), members.end());
   int new_rank = 0;
   for (int i = 0; i < static_cast<int>(members.size()); ++i)
@@ -438,8 +458,10 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
   ctx.timeout = o.timeout;
   ctx.local_rank = o.local_rank;
   ctx.device = o.device;
+  // Every rank calls the backend's split, members or not (MPI_Comm_split is collective).
   auto backend = p.backend().Split(ctx, color, key);
   if (!backend.ok()) return backend.status().WithContext(StrCat(p.Who(), ": split"));
+  if (color < 0 || *backend == nullptr) return std::unique_ptr<ProcessGroup>();
   return std::unique_ptr<ProcessGroup>(
       new ProcessGroup(std::make_unique<Impl>(child_store, new_rank, ctx.size, o, std::move(backend).value())));
 }

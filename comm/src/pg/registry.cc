@@ -20,6 +20,7 @@ struct LinkedBackend {
   MemoryKind memory;
 };
 constexpr LinkedBackend kLinkedBackends[] = {
+    {"mpi", "commkit_register_mpi_backend", "commkit::comm_mpi", MemoryKind::kHost},
     {"nccl", "commkit_register_nccl_backend", "commkit::comm_nccl", MemoryKind::kDevice},
 };
 
