@@ -75,7 +75,7 @@ if grep -q "SKIPPED" "$out_dir/gpu-tests.log"; then
   fail "some gpu tests were skipped on a GPU machine (see $out_dir/gpu-tests.log)"
 fi
 
-gpu_test="$build_dir/tests/comm_nccl_gpu_test"
+gpu_test="$build_dir/tests/comm_nccl_backend_gpu_test"
 launcher="$build_dir/bin/commkit-run"
 if [ "$ngpus" -ge 2 ]; then
   step "multi-rank NCCL tests: $ngpus ranks, one GPU each (commkit-run)"

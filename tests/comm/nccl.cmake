@@ -6,9 +6,17 @@ if(TARGET commkit::comm_nccl)
     LIBS commkit::comm_nccl commkit::comm
     LABELS unit
     TIMEOUT 60)
-  if(COMMKIT_NCCL_HAS_BACKEND AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/nccl_gpu_test.cc)
-    commkit_add_test(comm_nccl_gpu_test
-      SOURCES nccl_gpu_test.cc
+  # Engine-level GPU tests use the backend's internal headers (src/).
+  commkit_add_test(comm_nccl_engine_gpu_test
+    SOURCES nccl_engine_gpu_test.cc
+    LIBS commkit::comm_nccl NCCL::nccl CUDA::cudart_static
+    LABELS gpu
+    TIMEOUT 300
+    RESOURCE_LOCK gpu)
+  target_include_directories(comm_nccl_engine_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/comm/backends/nccl/src)
+  if(COMMKIT_NCCL_HAS_BACKEND AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/nccl_backend_gpu_test.cc)
+    commkit_add_test(comm_nccl_backend_gpu_test
+      SOURCES nccl_backend_gpu_test.cc
       LIBS commkit::comm_nccl commkit::comm NCCL::nccl CUDA::cudart_static
       LABELS gpu
       TIMEOUT 300

@@ -69,7 +69,8 @@ Status NcclWorkState::error() const {
 void NcclWorkState::Fail(const Status& error) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!error_.ok()) return;
-  error_ = error.WithContext(StrCat("work #", seq_, " ", op_));
+  std::string tag = StrCat("work #", seq_, " ");
+  error_ = error.message().find(tag) == std::string::npos ? error.WithContext(StrCat(tag, op_)) : error;
   if (!done_) {
     done_ = true;
     finished_ = Clock::now();
@@ -242,6 +243,7 @@ std::string NcclEngine::Describe() const { return comm_->Describe(); }
 Status NcclEngine::Check(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!failure_.ok()) return failure_;
+  if (comm_->aborted()) return Status::Aborted(StrCat(Describe(), ": communicator was aborted"));
   Status async = comm_->AsyncError();
   if (!async.ok()) return async;
   Status timed_out;
@@ -250,10 +252,14 @@ Status NcclEngine::Check(Clock::time_point now) {
                                   if (w->Poll()) return true;
                                   if (timed_out.ok() && now >= w->deadline()) {
                                     timed_out = Status::Timeout(StrCat(
-                                        "work #", w->seq(), " ", w->op(),
+                                        Describe(), ": work #", w->seq(), " ", w->op(),
                                         " ran past its timeout (", pending_.size(),
                                         " work(s) pending); a peer is stuck, dead or called a "
                                         "different collective. Check the other ranks' logs"));
+                                    // The timed-out work fails now, before the (possibly slow)
+                                    // abort; the others fail in FailPending after the abort.
+                                    w->Fail(timed_out);
+                                    return true;
                                   }
                                   return false;
                                 }),
