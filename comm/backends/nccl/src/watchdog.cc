@@ -130,11 +130,11 @@ void Watchdog::HandleFailure(std::vector<std::shared_ptr<Watched>> victims, Stat
     COMMKIT_LOG_ERROR(options_.name, ": abort of ", Join(names, ", "), " still running after ",
                       options_.abort_deadline.count(), " ms; giving up waiting");
   }
-  for (const auto& v : victims) v->FailPending(final_error);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (first_failure_.ok()) first_failure_ = final_error;
   }
+  for (const auto& v : victims) v->FailPending(final_error);
   if (options_.on_failure) options_.on_failure(final_error);
 }
 
