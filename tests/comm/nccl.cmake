@@ -19,9 +19,10 @@ if(TARGET commkit::comm_nccl)
   if(COMMKIT_NCCL_HAS_BACKEND AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/nccl_backend_gpu_test.cc)
     commkit_add_test(comm_nccl_backend_gpu_test
       SOURCES nccl_backend_gpu_test.cc
-      LIBS commkit::comm_nccl commkit::comm NCCL::nccl CUDA::cudart_static
+      LIBS commkit::comm_nccl commkit::comm CUDA::cudart_static
       LABELS gpu
       TIMEOUT 300
       RESOURCE_LOCK gpu)
+    target_include_directories(comm_nccl_backend_gpu_test PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   endif()
 endif()
