@@ -165,7 +165,12 @@ class NcclBackend : public Backend {
       op = pm.op;
       cleanups.push_back(std::move(pm.cleanup));
     }
-    COMMKIT_ASSIGN_OR_RETURN(std::vector<NcclCall> calls, Plan(a, dtype, op));
+    auto plan = Plan(a, dtype, op);
+    if (!plan.ok()) {
+      for (auto& cleanup : cleanups) cleanup(engine_->comm().raw());  // destroy a PreMulSum op
+      return plan.status().WithContext(what);
+    }
+    std::vector<NcclCall> calls = std::move(*plan);
     cudaStream_t stream = AsStream(a.stream != nullptr ? a.stream : options_.default_stream);
     auto slot = std::make_shared<WorkSlot>();
     bool was_coalescing = engine_->coalescing();

@@ -100,10 +100,9 @@ Result<std::unique_ptr<NcclComm>> NcclComm::Split(int color, int key, const Nccl
   ncclConfig_t config = MakeConfig(cfg);
   ncclComm_t raw = nullptr;
   ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &raw, &config);
-  if (r == ncclInProgress) {
-    COMMKIT_RETURN_IF_ERROR(WaitNotInProgress(NcclPhase::kSplit, deadline, where));
-    // The child may itself still be initialising.
-  } else if (r != ncclSuccess) {
+  // Nonblocking: NCCL returns ncclInProgress and the new communicator finishes in the background;
+  // it is polled below.
+  if (r != ncclSuccess && r != ncclInProgress) {
     return MapNcclResult(r, NcclPhase::kSplit, where, ncclGetLastError(comm_));
   }
   if (raw == nullptr) return std::unique_ptr<NcclComm>();  // NOCOLOR

@@ -158,9 +158,14 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Enqueue(std::string op, cudaS
                                                            std::vector<NcclCall> calls,
                                                            std::vector<NcclCleanup> cleanups,
                                                            std::chrono::milliseconds timeout) {
+  // Ops refused here were never issued: release what they created (PreMulSum ops).
+  auto drop = [&] {
+    for (auto& cleanup : cleanups) cleanup(comm_->raw());
+  };
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_.ok()) {
+      if (!comm_->aborted()) drop();
       return Status(failure_.code(), StrCat(Describe(), ": ", op, " refused: the communicator failed "
                                             "earlier (abort and recreate the group): ",
                                             failure_.message()));
@@ -169,6 +174,7 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Enqueue(std::string op, cudaS
       if (coalesced_calls_.empty()) {
         coalesced_stream_ = stream;
       } else if (stream != coalesced_stream_) {
+        drop();
         return Status::InvalidArgument(StrCat(Describe(), ": ", op, " uses a different CUDA stream "
                                               "than the first op of the coalescing block"));
       }
