@@ -5,8 +5,9 @@
 //
 // For each message size it measures, for both paths, the host time to enqueue one allreduce
 // (median and p90 over iterations, stream drained every 64 calls) and the end-to-end time of N
-// back-to-back calls. "commkit" goes through NcclEngine (work object, CUDA event, watchdog-visible
-// bookkeeping): exactly what each Backend collective costs on top of NCCL.
+// back-to-back calls. "engine" goes through NcclEngine (work object, CUDA event, watchdog-visible
+// bookkeeping); "backend" (when the pg API is built) goes through Backend::Run, i.e. everything a
+// ProcessGroup collective costs below its own validation.
 // Exit: 0 ok, 1 error, 2 no GPU (reason printed).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -25,6 +26,11 @@
 #include "nccl_collectives.h"
 #include "nccl_comm.h"
 #include "nccl_engine.h"
+
+#if defined(COMMKIT_NCCL_HAS_BACKEND)
+#include "commkit/comm/hash_store.h"
+#include "commkit/comm/nccl/nccl_backend.h"
+#endif
 
 namespace nk = commkit::comm::nccl;
 using Clock = std::chrono::steady_clock;
@@ -90,6 +96,19 @@ int main(int argc, char** argv) {
   if (!ck_comm.ok()) return Fail(ck_comm.status().ToString());
   auto engine = std::make_shared<nk::NcclEngine>(std::move(*ck_comm), nk::NcclEngineOptions{});
 
+#if defined(COMMKIT_NCCL_HAS_BACKEND)
+  // Third path: the full Backend::Run (argument plan, Work object) on its own communicator.
+  commkit::BackendContext bctx;
+  bctx.store = std::make_shared<commkit::HashStore>();
+  bctx.group_name = "overhead-backend";
+  nk::NcclBackendOptions bopts;
+  bopts.device = device;
+  auto backend = nk::CreateNcclBackend(bctx, bopts);
+  if (!backend.ok()) return Fail(backend.status().ToString());
+  const int kPaths = 3;
+#else
+  const int kPaths = 2;
+#endif
   cudaStream_t stream;
   if (cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) return Fail("cudaStreamCreate failed");
   nlohmann::json results = nlohmann::json::array();
@@ -99,7 +118,7 @@ int main(int argc, char** argv) {
     void* buf = nullptr;
     if (cudaMalloc(&buf, count * 4) != cudaSuccess) return Fail("cudaMalloc failed");
     ncclComm_t rc = (*raw_comm)->raw();
-    for (int path = 0; path < 2; ++path) {
+    for (int path = 0; path < kPaths; ++path) {
       std::vector<double> per_call;
       per_call.reserve(iters);
       // Warm-up.
@@ -110,6 +129,18 @@ int main(int argc, char** argv) {
         auto t0 = Clock::now();
         if (path == 0) {
           if (ncclAllReduce(buf, buf, count, ncclFloat32, ncclSum, rc, stream) != ncclSuccess) return Fail("ncclAllReduce failed");
+        } else if (path == 2) {
+#if defined(COMMKIT_NCCL_HAS_BACKEND)
+          commkit::CollectiveArgs a;
+          a.kind = commkit::CollectiveKind::kAllreduce;
+          a.recv = buf;
+          a.count = count;
+          a.memory = commkit::MemoryKind::kDevice;
+          a.stream = stream;
+          a.sequence = static_cast<std::uint64_t>(i) + 1;
+          auto w = (*backend)->Run(a);
+          if (!w.ok()) return Fail(w.status().ToString());
+#endif
         } else {
           auto w = engine->Enqueue("allreduce", stream, {nk::AllReduceCall(buf, buf, count, ncclFloat32, ncclSum)}, {},
                                    std::chrono::milliseconds(0));
@@ -125,7 +156,7 @@ int main(int argc, char** argv) {
         (void)engine->Check(Clock::now());
       }
       Stats s = Summarise(per_call, total, iters);
-      const char* name = path == 0 ? "raw" : "commkit";
+      const char* name = path == 0 ? "raw" : (path == 1 ? "engine" : "backend");
       std::printf("%12zu %8s %12.2f %12.2f %14.2f\n", bytes, name, s.median_us, s.p90_us, s.total_us_per_op);
       results.push_back({{"bytes", bytes}, {"path", name}, {"iters", iters}, {"enqueue_median_us", s.median_us},
                          {"enqueue_p90_us", s.p90_us}, {"e2e_us_per_op", s.total_us_per_op}});
