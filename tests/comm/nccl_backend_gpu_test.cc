@@ -53,7 +53,8 @@ class NcclBackendGpuTest : public ::testing::Test {
     ctx.timeout = 120s;
     ctx.group_name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
     if (std::getenv("WORLD_SIZE") != nullptr) {  // launched by commkit-run / torchrun
-      auto rdv = RendezvousFromEnvironment();
+      // One rendezvous per process; each test's backend gets a fresh unique-id generation.
+      static Result<Rendezvous> rdv = RendezvousFromEnvironment();
       ASSERT_TRUE(rdv.ok()) << rdv.status().ToString();
       ctx.rank = rdv->info.rank;
       ctx.size = rdv->info.world_size;
