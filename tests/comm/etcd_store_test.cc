@@ -1,7 +1,11 @@
 // EtcdStore against a real etcd server started on loopback for this test binary.
 #include "commkit/comm/etcd_store.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -146,6 +150,145 @@ TEST(EtcdStore, RendezvousThroughEtcd) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), kRanks);
+}
+
+
+TEST(EtcdStore, AServerThatNeverAnswersIsBoundedByTheRequestTimeout) {
+  // A socket that listens but never accepts: connect succeeds (backlog), no reply ever comes.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  EtcdStoreOptions o;
+  o.port = ntohs(addr.sin_port);
+  o.request_timeout = 500ms;
+  auto start = std::chrono::steady_clock::now();
+  auto store = EtcdStore::Connect(o);
+  auto took = std::chrono::steady_clock::now() - start;
+  ::close(fd);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kTimeout) << store.status().ToString();
+  EXPECT_NE(store.status().message().find(std::to_string(o.port)), std::string::npos) << store.status().message();
+  EXPECT_LT(took, 30s) << "bounded by the request timeout, not hanging";
+}
+
+TEST(EtcdStore, AddOverflowIsAnErrorAndLeavesTheValue) {
+  auto& server = EtcdServer::Get();
+  if (!server.running()) GTEST_SKIP() << server.why_not();
+  EtcdStoreOptions o;
+  o.port = server.port();
+  o.prefix = "overflow-" + std::to_string(::getpid()) + "/";
+  auto store = EtcdStore::Connect(o);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  ASSERT_TRUE((*store)->Set("n", "9223372036854775800").ok());
+  auto r = (*store)->Add("n", 100);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("overflows"), std::string::npos) << r.status().message();
+  EXPECT_EQ(*(*store)->Get("n", 1s), "9223372036854775800");
+  EXPECT_EQ(*(*store)->Add("n", -800), 9223372036854775000);
+}
+
+TEST(EtcdStore, ServerKilledMidSessionIsAClearErrorNotAHang) {
+  // A private etcd: killed while a client waits on a key that never comes.
+  const char* bin = std::getenv("COMMKIT_ETCD");
+  if (bin == nullptr || *bin == '\0') GTEST_SKIP() << "etcd binary not configured";
+  TempDir dir;
+  int client_port = FreePort(), peer_port = FreePort();
+  std::string client = "http://127.0.0.1:" + std::to_string(client_port);
+  std::string peer = "http://127.0.0.1:" + std::to_string(peer_port);
+  std::string data = (dir.path() / "data").string();
+  std::string log = (dir.path() / "etcd.log").string();
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    std::freopen(log.c_str(), "w", stderr);
+    std::freopen("/dev/null", "w", stdout);
+    ::execl(bin, bin, "--name", "kill-test", "--data-dir", data.c_str(), "--listen-client-urls", client.c_str(),
+            "--advertise-client-urls", client.c_str(), "--listen-peer-urls", peer.c_str(),
+            "--initial-advertise-peer-urls", peer.c_str(), "--initial-cluster", ("kill-test=" + peer).c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  EtcdStoreOptions o;
+  o.port = client_port;
+  o.request_timeout = 2s;
+  std::unique_ptr<EtcdStore> store;
+  for (int i = 0; i < 100 && !store; ++i) {
+    auto s = EtcdStore::Connect(o);
+    if (s.ok()) store = std::move(*s);
+    else std::this_thread::sleep_for(100ms);
+  }
+  if (!store) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    GTEST_SKIP() << "private etcd did not start within 10 s";
+  }
+  std::thread killer([pid] {
+    std::this_thread::sleep_for(300ms);
+    ::kill(pid, SIGKILL);
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto r = store->Get("never", 60s);
+  auto took = std::chrono::steady_clock::now() - start;
+  killer.join();
+  ::waitpid(pid, nullptr, 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("Is etcd running"), std::string::npos) << r.status().message();
+  EXPECT_LT(took, 50s) << "the wait must end when the server dies, not at its 60 s timeout";
+}
+
+
+TEST(EtcdStore, FallsBackToTheV3betaGatewayOfEtcd33) {
+  // A fake etcd 3.3: 404 on /v3/, an empty range answer on /v3beta/.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::vector<std::string> paths;
+  std::thread server([&] {
+    for (int i = 0; i < 2; ++i) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 10000) != 1) return;
+      int c = ::accept(fd, nullptr, nullptr);
+      if (c < 0) return;
+      std::string request;
+      char buf[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        request.append(buf, static_cast<std::size_t>(n));
+      }
+      std::string path = request.substr(5, request.find(' ', 5) - 5);
+      paths.push_back(path);
+      std::string body = path.rfind("/v3/", 0) == 0 ? "404 page not found\n" : "{\"header\":{},\"count\":\"0\"}";
+      std::string reply = StrCat(path.rfind("/v3/", 0) == 0 ? "HTTP/1.1 404 Not Found" : "HTTP/1.1 200 OK",
+                                 "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+      (void)!::send(c, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::close(c);
+    }
+  });
+  EtcdStoreOptions o;
+  o.port = ntohs(addr.sin_port);
+  o.request_timeout = 5s;
+  auto store = EtcdStore::Connect(o);
+  server.join();
+  ::close(fd);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_EQ(paths, (std::vector<std::string>{"/v3/kv/range", "/v3beta/kv/range"}));
+  EXPECT_NE((*store)->Describe().find("gateway /v3beta/"), std::string::npos) << (*store)->Describe();
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "commkit/comm/hostlist.h"
 
 namespace commkit {
@@ -26,6 +28,24 @@ TEST(Hostlist, RejectsBadSyntaxAndHugeRanges) {
   ASSERT_FALSE(huge.ok());
   EXPECT_NE(huge.status().message().find("more than 1000 hosts"), std::string::npos);
   EXPECT_FALSE(ExpandHostlist("n[0-999]m[0-999]", 10000).ok()) << "products are bounded too";
+}
+
+TEST(Hostlist, RandomInputNeverCrashesAndStaysBounded) {
+  // Deterministic fuzz: every input gives hosts (within the bound) or InvalidArgument.
+  std::mt19937 rng(12345);
+  const std::string alphabet = "[]-,0123456789ab ";
+  for (int i = 0; i < 20000; ++i) {
+    std::string input;
+    int len = static_cast<int>(rng() % 24);
+    for (int k = 0; k < len; ++k) input += alphabet[rng() % alphabet.size()];
+    auto r = ExpandHostlist(input, 500);
+    if (r.ok()) {
+      EXPECT_LE(r->size(), 500u) << input;
+      for (const auto& host : *r) EXPECT_FALSE(host.empty()) << input;
+    } else {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << input;
+    }
+  }
 }
 
 TEST(LaunchEnv, NoLauncherIsSingleProcess) {
@@ -68,6 +88,25 @@ TEST(LaunchEnv, KubeflowAndAzureMlAreNamed) {
   EXPECT_EQ(info->launcher, Launcher::kAzureML);
   EXPECT_EQ(info->master_addr, "10.0.0.4") << "AZ_BATCH_MASTER_NODE is host:port";
   EXPECT_EQ(info->job_id, "run1");
+}
+
+TEST(LaunchEnv, AzureMlMpiDistributionTakesMasterAndPortFromAzBatchMasterNode) {
+  // Azure ML's MPI distribution: Open MPI's variables plus AZ_BATCH_MASTER_NODE, no MASTER_*.
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_COMM_WORLD_NODE_RANK", "1"},
+             {"AZ_BATCH_MASTER_NODE", "10.0.0.4:6105"}, {"AZUREML_RUN_ID", "run7"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kOpenMPI);
+  EXPECT_EQ(info->master_addr, "10.0.0.4");
+  EXPECT_EQ(info->master_port, 6105);
+  EXPECT_EQ(info->job_id, "run7");
+  // MASTER_PORT, when set, wins over the port in AZ_BATCH_MASTER_NODE; older images set only a host.
+  env["MASTER_PORT"] = "29501";
+  EXPECT_EQ(DetectLaunchEnvironment(env)->master_port, 29501);
+  env.erase("AZ_BATCH_MASTER_NODE");
+  env["AZ_BATCHAI_MPI_MASTER_NODE"] = "10.0.0.9";
+  EXPECT_EQ(DetectLaunchEnvironment(env)->master_addr, "10.0.0.9");
 }
 
 TEST(LaunchEnv, OpenMpiWithoutMasterOnOneNodeUsesLoopback) {
@@ -121,6 +160,25 @@ TEST(LaunchEnv, SlurmMasterIsTheFirstHost) {
   EXPECT_EQ(StoreTokenFromEnvironment(env, *info), "secret");
 }
 
+TEST(LaunchEnv, SlurmStepCountsWinOverTheAllocation) {
+  // `srun -n 4` inside an allocation of 8 tasks on 2 nodes: the step has 4 tasks on 1 node.
+  EnvMap env{{"SLURM_PROCID", "3"}, {"SLURM_NTASKS", "8"}, {"SLURM_STEP_NUM_TASKS", "4"}, {"SLURM_NNODES", "2"},
+             {"SLURM_STEP_NUM_NODES", "1"}, {"SLURM_LOCALID", "3"}, {"SLURM_NODEID", "0"}, {"SLURM_STEP_ID", "2"},
+             {"SLURM_JOB_ID", "99"}, {"SLURM_JOB_NODELIST", "a[1-2]"}, {"SLURM_STEP_NODELIST", "a2"},
+             {"SLURM_STEP_TASKS_PER_NODE", "4"}, {"SLURM_TASKS_PER_NODE", "4(x2)"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->world_size, 4);
+  EXPECT_EQ(info->num_nodes, 1);
+  EXPECT_EQ(info->local_world_size, 4);
+  EXPECT_EQ(info->master_addr, "a2") << "the step's first node, not the allocation's";
+  env["SLURM_PROCID"] = "4";
+  auto bad = DetectLaunchEnvironment(env);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("SLURM_PROCID=4 is not below SLURM_STEP_NUM_TASKS=4"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(LaunchEnv, PrecedenceInnermostLauncherWins) {
   // torchrun started by srun: both sets present, torchrun's per-process variables describe us.
   EnvMap env{{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NODEID", "1"},
@@ -158,6 +216,19 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
        "SLURM_STEP_NODELIST"},
       {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_TASKS_PER_NODE", "2(x"}},
        "SLURM_TASKS_PER_NODE='2(x' is malformed"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_STEP_TASKS_PER_NODE", "2(x3"}},
+       "SLURM_STEP_TASKS_PER_NODE='2(x3' is malformed"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_TASKS_PER_NODE", "2(y3)"}},
+       "SLURM_TASKS_PER_NODE='2(y3)' is malformed"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "2"}, {"SLURM_STEP_ID", "0"}, {"SLURM_JOB_NODELIST", "n[2-1]"}},
+       "SLURM_JOB_NODELIST"},
+      {{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "4"}, {"SLURM_STEP_ID", "0"}, {"SLURM_NNODES", "3"},
+        {"SLURM_STEP_NODELIST", "n[1-2]"}},
+       "SLURM_STEP_NODELIST='n[1-2]' names 2 hosts but the step spans 3 nodes"},
+      {{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"AZ_BATCH_MASTER_NODE", "10.0.0.4:99999"}},
+       "AZ_BATCH_MASTER_NODE='10.0.0.4:99999' is not host:port"},
+      {{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"AZ_BATCH_MASTER_NODE", ":6105"}},
+       "AZ_BATCH_MASTER_NODE=':6105'"},
   };
   for (const auto& c : cases) {
     auto info = DetectLaunchEnvironment(c.env);

@@ -123,5 +123,79 @@ TEST(CommkitRun, MultiNodeFlagsComputeGlobalRanks) {
   EXPECT_NE(n0.output.find("[0] commkit-run: rank 0/4 (local 0/2, node 0/2)"), std::string::npos) << n0.output;
 }
 
+
+TEST(CommkitRun, StoppedRanksAreListedInNumericOrderWithTheSignal) {
+  auto r = RunCommand(RunBin() + " -n 12 --grace 0.2 -- sh -c 'if [ $RANK = 11 ]; then exit 7; fi; exec sleep 60'");
+  EXPECT_EQ(r.exit_code, 7) << r.output;
+  EXPECT_NE(r.output.find("rank 11 exited with code 7 first; ranks 0,1,2,3,4,5,6,7,8,9,10 were stopped (SIGTERM)"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(CommkitRun, RanksIgnoringSigtermAreKilled) {
+  auto r = RunCommand(RunBin() + " -n 2 --grace 0.1 --kill-after 0.3 -- sh -c "
+                              "'if [ $RANK = 1 ]; then exit 2; fi; trap \"\" TERM; while :; do sleep 0.05; done'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("rank 0 was stopped (SIGKILL)"), std::string::npos) << r.output;
+}
+
+TEST(CommkitRun, SigtermIsForwardedToEveryRank) {
+  TempDir dir;
+  std::string out = (dir.path() / "out").string();
+  // Start the job in the background, wait (bounded) until both ranks are up, then SIGTERM commkit-run.
+  std::string cmd = ": > " + out + "; " + RunBin() + " -n 2 -- sh -c 'trap \"echo term $RANK; exit 0\" TERM; echo ready; "
+                               "while :; do sleep 0.05; done' > " + out + " 2>&1 & pid=$!; "
+                    "i=0; while [ \"$(grep -c ready " + out + ")\" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
+                    "kill -TERM $pid; wait $pid; rc=$?; cat " + out + "; exit $rc";
+  auto r = RunCommand(cmd);
+  EXPECT_EQ(r.exit_code, 128 + 15) << r.output;
+  EXPECT_NE(r.output.find("[0] term 0"), std::string::npos) << "rank 0 must see the forwarded SIGTERM:\n" << r.output;
+  EXPECT_NE(r.output.find("[1] term 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("commkit-run: received SIGTERM, forwarded it to every rank"), std::string::npos) << r.output;
+}
+
+TEST(CommkitRun, HugeOutputAndOverlongLinesArriveWhole) {
+  // 40,000 lines from each of two ranks, and a 3 MB line without a newline: nothing lost, every line prefixed.
+  auto r = RunCommand(RunBin() + " -n 2 -- sh -c 'seq 40000; if [ $RANK = 0 ]; then head -c 3000000 /dev/zero | "
+                                 "tr \"\\000\" x; fi' | awk '{ if (substr($0,1,4) != \"[0] \" && substr($0,1,4) != "
+                                 "\"[1] \") bad++; n[substr($0,1,4)]++; x += gsub(/x/, \"\") } END { print \"bad\", "
+                                 "bad+0, (n[\"[0] \"] >= 40001), (n[\"[1] \"] == 40000), x }'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "bad 0 1 1 3000000\n");
+}
+
+TEST(CommkitRun, ProgramNotInPathExits127) {
+  auto r = RunCommand(RunBin() + " -n 2 -- commkit-no-such-program-xyz");
+  EXPECT_EQ(r.exit_code, 127) << r.output;
+  EXPECT_NE(r.output.find("commkit-no-such-program-xyz"), std::string::npos) << r.output;
+}
+
+
+TEST(CommkitRun, UnderSrunOrMpirunItExecsTheProgramDirectly) {
+  for (const char* outer : {"SLURM_STEP_ID=0 SLURM_PROCID=3", "OMPI_COMM_WORLD_SIZE=2"}) {
+    auto r = RunCommand(std::string("env ") + outer + " " + RunBin() +
+                        " -n 4 -- sh -c 'echo launcher=${COMMKIT_LAUNCHER:-none} rank=${RANK:-unset}'");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(r.output, "launcher=none rank=unset\n") << outer << ": one process, no prefix, no variables of ours";
+  }
+  auto spawned = RunCommand(std::string("env SLURM_STEP_ID=0 SLURM_PROCID=3 ") + RunBin() +
+                            " --always-spawn -n 2 -- sh -c 'echo rank=$RANK'");
+  EXPECT_EQ(spawned.exit_code, 0) << spawned.output;
+  EXPECT_NE(spawned.output.find("[1] rank=1"), std::string::npos) << spawned.output;
+}
+
+
+TEST(CommkitRun, MultiNodeWithoutATokenWarns) {
+  auto port_probe = RunCommand("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); "
+                               "print(s.getsockname()[1])'");
+  ASSERT_EQ(port_probe.exit_code, 0) << port_probe.output;
+  std::string port = std::string(port_probe.output.substr(0, port_probe.output.find('\n')));
+  auto r = RunCommand("env -u COMMKIT_STORE_TOKEN " + RunBin() + " --nnodes 2 --node-rank 0 --master-port " + port +
+                      " -n 1 -- sh -c 'echo token=${COMMKIT_STORE_TOKEN:-none}'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("COMMKIT_STORE_TOKEN is not set"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[0] token=none"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace commkit::testing

@@ -6,18 +6,22 @@
 #include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
 
 #include "commkit/comm/tcp_store.h"
 #include "commkit/common/strings.h"
+
+extern char** environ;
 
 namespace commkit::run {
 
@@ -98,8 +102,42 @@ bool Pump(int& fd, std::string& partial, int out_fd, const std::string& prefix, 
   return true;
 }
 
+// The program's path, searched in PATH like execvp does, resolved before fork (see RunLocalRanks).
+Result<std::string> ResolveProgram(const std::string& name) {
+  if (name.empty()) return Status::InvalidArgument("the program name is empty");
+  if (name.find('/') != std::string::npos) return name;  // exec reports a missing file itself (exit 127)
+  const char* path_env = std::getenv("PATH");
+  std::string path = path_env != nullptr && *path_env ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  for (const auto& dir : Split(path, ':')) {
+    std::string candidate = StrCat(dir.empty() ? "." : std::string(dir), "/", name);
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+  }
+  return Status::NotFound(StrCat("cannot execute '", name, "': not found in PATH (", path, ")"));
+}
+
+// This process's environment with `overrides` replacing (or, for an empty value, removing) entries.
+std::vector<std::string> ChildEnvironment(const std::vector<std::pair<std::string, std::string>>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    std::string_view key = entry.substr(0, entry.find('='));
+    bool replaced = std::any_of(overrides.begin(), overrides.end(), [&](const auto& kv) { return kv.first == key; });
+    if (!replaced) out.emplace_back(entry);
+  }
+  for (const auto& [key, value] : overrides)
+    if (!value.empty()) out.push_back(StrCat(key, "=", value));
+  return out;
+}
+
+std::string SignalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev != nullptr ? StrCat("SIG", abbrev) : StrCat("signal ", sig);
+}
+
 std::string Describe(const RankExit& e) {
-  if (e.signal) return StrCat("was killed by signal ", e.signal, " (", strsignal(e.signal), ")");
+  if (e.signal) return StrCat("was killed by signal ", e.signal, " (", SignalName(e.signal), ": ", strsignal(e.signal), ")");
   return StrCat("exited with code ", e.exit_code);
 }
 
@@ -116,7 +154,15 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
   const int world = o.nproc_per_node * o.nnodes;
   std::string token = RandomToken();
   if (const char* t = std::getenv("COMMKIT_STORE_TOKEN"); t != nullptr && *t) token = t;
-  else if (o.nnodes > 1) token = "";  // nodes cannot share a random token: use COMMKIT_STORE_TOKEN or the job id
+  else if (o.nnodes > 1) {
+    // Nodes cannot agree on a random token: the store then accepts any client that reaches it.
+    token = "";
+    if (o.node_rank == 0 && o.host_store)
+      std::fprintf(stderr,
+                   "commkit-run: warning: COMMKIT_STORE_TOKEN is not set, so the job's store on port %d accepts any "
+                   "client; export the same secret as COMMKIT_STORE_TOKEN on every node\n",
+                   o.master_port);
+  }
 
   // Node 0 hosts the job's store, like torchrun's agent: it outlives any rank, so rendezvous and
   // failure reports keep working when rank 0 dies.
@@ -151,41 +197,80 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  std::vector<Rank> ranks(o.nproc_per_node);
+  // The store server runs threads in this process, so the child may only call async-signal-safe
+  // functions between fork and exec (another thread may hold the malloc lock at fork time): argv,
+  // the environment and the program path are all prepared here, before forking.
+  COMMKIT_ASSIGN_OR_RETURN(std::string program, ResolveProgram(o.command[0]));
+  std::vector<char*> argv;
+  for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  const std::string exec_error = StrCat("commkit-run: cannot execute '", o.command[0], "'\n");
+
+  std::vector<Rank> ranks;
+  ranks.reserve(o.nproc_per_node);
+  // On a launcher error mid-way, the ranks already started must not be left behind.
+  auto abandon = [&](Status status) {
+    for (auto& r : ranks) {
+      ::kill(-r.pid, SIGKILL);
+      int ignored = 0;
+      ::waitpid(r.pid, &ignored, 0);
+      if (r.out_fd >= 0) ::close(r.out_fd);
+      if (r.err_fd >= 0) ::close(r.err_fd);
+    }
+    return status;
+  };
   for (int i = 0; i < o.nproc_per_node; ++i) {
-    Rank& r = ranks[i];
+    Rank r;
     r.local_rank = i;
     r.rank = o.node_rank * o.nproc_per_node + i;
+    std::vector<std::string> env_strings = ChildEnvironment({
+        {"RANK", std::to_string(r.rank)},
+        {"WORLD_SIZE", std::to_string(world)},
+        {"LOCAL_RANK", std::to_string(i)},
+        {"LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node)},
+        {"NODE_RANK", std::to_string(o.node_rank)},
+        {"GROUP_RANK", std::to_string(o.node_rank)},
+        {"NNODES", std::to_string(o.nnodes)},
+        {"MASTER_ADDR", o.master_addr},
+        {"MASTER_PORT", std::to_string(port)},
+        {"COMMKIT_LAUNCHER", "commkit-run"},
+        {"COMMKIT_STORE_TOKEN", token},
+        {"COMMKIT_STORE_HOSTED", server ? "1" : ""},
+    });
+    std::vector<char*> envp;
+    envp.reserve(env_strings.size() + 1);
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
     int out[2], err[2];
-    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe");
+    if (::pipe2(out, O_CLOEXEC) != 0) return abandon(Status::FromErrno(errno, "pipe"));
+    if (::pipe2(err, O_CLOEXEC) != 0) {
+      int e = errno;
+      ::close(out[0]);
+      ::close(out[1]);
+      return abandon(Status::FromErrno(e, "pipe"));
+    }
     pid_t pid = ::fork();
-    if (pid < 0) return Status::FromErrno(errno, "fork");
+    if (pid < 0) {
+      int e = errno;
+      for (int fd : {out[0], out[1], err[0], err[1]}) ::close(fd);
+      return abandon(Status::FromErrno(e, "fork"));
+    }
     if (pid == 0) {
+      // Async-signal-safe calls only from here on.
       ::setpgid(0, 0);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::signal(SIGPIPE, SIG_DFL);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigemptyset(&dfl.sa_mask);
+      ::sigaction(SIGINT, &dfl, nullptr);
+      ::sigaction(SIGTERM, &dfl, nullptr);
+      ::sigaction(SIGPIPE, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a blocked mask would be inherited across exec
       ::dup2(out[1], STDOUT_FILENO);
       ::dup2(err[1], STDERR_FILENO);
-      auto set = [](const char* k, const std::string& v) { ::setenv(k, v.c_str(), 1); };
-      set("RANK", std::to_string(r.rank));
-      set("WORLD_SIZE", std::to_string(world));
-      set("LOCAL_RANK", std::to_string(i));
-      set("LOCAL_WORLD_SIZE", std::to_string(o.nproc_per_node));
-      set("NODE_RANK", std::to_string(o.node_rank));
-      set("GROUP_RANK", std::to_string(o.node_rank));
-      set("NNODES", std::to_string(o.nnodes));
-      set("MASTER_ADDR", o.master_addr);
-      set("MASTER_PORT", std::to_string(port));
-      set("COMMKIT_LAUNCHER", "commkit-run");
-      if (!token.empty()) set("COMMKIT_STORE_TOKEN", token);
-      if (server) set("COMMKIT_STORE_HOSTED", "1");
-      std::vector<char*> argv;
-      for (const auto& a : o.command) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      std::string msg = StrCat("commkit-run: cannot execute '", o.command[0], "': ", std::strerror(errno), "\n");
-      (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+      ::execve(program.c_str(), argv.data(), envp.data());
+      (void)!::write(STDERR_FILENO, exec_error.data(), exec_error.size());
       ::_exit(127);
     }
     ::setpgid(pid, pid);
@@ -196,6 +281,7 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
     r.err_fd = err[0];
     ::fcntl(r.out_fd, F_SETFL, O_NONBLOCK);
     ::fcntl(r.err_fd, F_SETFL, O_NONBLOCK);
+    ranks.push_back(std::move(r));
   }
 
   LaunchResult result;
@@ -203,6 +289,7 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
   std::optional<RankExit> first_failure;
   std::optional<Clock::time_point> term_at, kill_at;
   bool sent_term = false, sent_kill = false;
+  int forwarded_signal = 0;
   std::string stop_reason;
   auto signal_all = [&](int sig) {
     for (auto& r : ranks)
@@ -258,7 +345,8 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
     }
     auto now = Clock::now();
     if (int sig = g_forward_signal.exchange(0); sig != 0) {
-      stop_reason = StrCat("received ", strsignal(sig));
+      forwarded_signal = sig;
+      stop_reason = StrCat("received ", SignalName(sig), ", forwarded it to every rank");
       signal_all(sig);
       sent_term = true;
       kill_at = now + o.kill_after;
@@ -297,19 +385,26 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
   }
 
   // Summary and exit code.
-  std::vector<std::string> stopped;
+  std::vector<int> stopped;
   for (const auto& e : result.exits)
-    if (e.stopped_by_us && (!first_failure || e.rank != first_failure->rank)) stopped.push_back(std::to_string(e.rank));
+    if (e.stopped_by_us && (!first_failure || e.rank != first_failure->rank)) stopped.push_back(e.rank);
   std::sort(stopped.begin(), stopped.end());
+  std::vector<std::string> stopped_text;
+  for (int rank : stopped) stopped_text.push_back(std::to_string(rank));
+  // How they were stopped: the signal we sent last.
+  std::string how = sent_kill ? " (SIGKILL)" : forwarded_signal != 0 ? StrCat(" (", SignalName(forwarded_signal), ")")
+                                                                     : " (SIGTERM)";
+  std::string stopped_clause = stopped.size() == 1 ? StrCat("rank ", stopped_text[0], " was stopped", how)
+                               : stopped.empty()    ? std::string()
+                                                    : StrCat("ranks ", Join(stopped_text, ","), " were stopped", how);
   if (first_failure) {
     result.exit_code = first_failure->signal ? 128 + first_failure->signal : first_failure->exit_code;
     result.summary = StrCat("commkit-run: rank ", first_failure->rank, " ", Describe(*first_failure), " first");
-    if (stopped.size() == 1) result.summary += StrCat("; rank ", stopped[0], " was stopped");
-    else if (!stopped.empty()) result.summary += StrCat("; ranks ", Join(stopped, ","), " were stopped");
-    else result.summary += "; no other rank had to be stopped";
+    result.summary += stopped.empty() ? "; no other rank had to be stopped" : StrCat("; ", stopped_clause);
   } else if (!stop_reason.empty()) {
-    result.exit_code = stop_reason.find("timeout") != std::string::npos ? 124 : 130;
-    result.summary = StrCat("commkit-run: ", stop_reason, "; ranks ", Join(stopped, ","), " were stopped");
+    result.exit_code = forwarded_signal != 0 ? 128 + forwarded_signal : 124;
+    result.summary = StrCat("commkit-run: ", stop_reason);
+    if (!stopped.empty()) result.summary += StrCat("; ", stopped_clause);
   } else {
     result.summary = StrCat("commkit-run: all ", ranks.size(), " ranks exited successfully");
   }

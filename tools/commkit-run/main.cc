@@ -32,18 +32,21 @@ bool Deferred(const std::vector<std::string>& command) {
 int main(int argc, char** argv) {
   commkit::run::LaunchOptions o;
   double grace_s = 5, timeout_s = 0, kill_after_s = 5;
-  bool no_prefix = false, no_store = false;
+  bool no_prefix = false, no_store = false, always_spawn = false;
   CLI::App app{
       "commkit-run: start N local ranks of a program with the standard launch variables (RANK, WORLD_SIZE,\n"
       "LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT, COMMKIT_STORE_TOKEN) and a hosted\n"
       "rendezvous store. Output lines are prefixed with the rank. When a rank fails, the others are stopped\n"
       "after a grace period and commkit-run exits with the first failing rank's code (128+N for signal N).\n"
-      "Under srun or mpirun it runs the program directly (they already started the ranks).\n\n"
+      "Under srun (SLURM_STEP_ID and SLURM_PROCID set) or mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE set) it\n"
+      "execs the program directly instead: those launchers already started one process per rank, and\n"
+      "commkit's launch detection reads their variables (use --always-spawn to override).\n\n"
       "Examples:\n"
       "  commkit-run -n 4 -- ./train --epochs 1\n"
       "  commkit-run --nnodes 2 --node-rank 0 --master-addr node0 --master-port 29500 -n 8 -- ./train   (on node0)\n"
       "  commkit-run --nnodes 2 --node-rank 1 --master-addr node0 --master-port 29500 -n 8 -- ./train   (on node1)\n\n"
-      "Exit codes: 0 all ranks succeeded; the first failing rank's code; 124 job timeout; 130 interrupted;\n"
+      "Exit codes: 0 all ranks succeeded; the first failing rank's code (128+N for signal N); 124 job timeout;\n"
+      "128+N when commkit-run received signal N and forwarded it (130 for Ctrl-C); 127 program not found;\n"
       "2 usage errors; 1 launcher errors.",
       "commkit-run"};
   app.add_option("-n,--nproc-per-node", o.nproc_per_node, "Ranks to start on this node")->check(CLI::Range(1, 4096));
@@ -59,6 +62,9 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", timeout_s, "Stop the whole job after this many seconds (0 = no limit)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-prefix", no_prefix, "Do not prefix output lines with the rank");
+  app.add_flag("--always-spawn", always_spawn,
+               "Spawn the ranks even under srun/mpirun (e.g. one srun task per node, -n ranks per GPU);\n"
+               "then pass --nnodes/--node-rank/--master-addr/--master-port yourself");
   app.add_flag("--no-store", no_store, "Do not host the store (rank 0 hosts it instead)");
   // Everything from the program name on belongs to the program: `commkit-run -n 2 prog --its-flag`.
   app.prefix_command();
@@ -75,7 +81,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "commkit-run: no program given\n%s", app.help().c_str());
     return 2;
   }
-  if (Deferred(o.command)) return 0;
+  if (!always_spawn && Deferred(o.command)) return 0;
   o.grace = std::chrono::milliseconds(static_cast<long long>(grace_s * 1000));
   o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after_s * 1000));
   o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
@@ -84,6 +90,7 @@ int main(int argc, char** argv) {
   auto result = commkit::run::RunLocalRanks(o);
   if (!result.ok()) {
     std::fprintf(stderr, "commkit-run: %s\n", result.status().ToString().c_str());
+    if (result.status().code() == commkit::StatusCode::kNotFound) return 127;  // like a shell
     return result.status().code() == commkit::StatusCode::kInvalidArgument ? 2 : 1;
   }
   if (result->exit_code != 0 || isatty(STDERR_FILENO)) std::fprintf(stderr, "%s\n", result->summary.c_str());

@@ -169,40 +169,50 @@ Status Pmi(Reader& r, LaunchInfo& info) {
 
 Status Slurm(Reader& r, LaunchInfo& info) {
   COMMKIT_RETURN_IF_ERROR(r.RequireInt("SLURM_PROCID", info.rank, 0, kMaxRanks, "Slurm"));
-  COMMKIT_RETURN_IF_ERROR(r.RequireInt("SLURM_NTASKS", info.world_size, 1, kMaxRanks, "Slurm"));
+  // A step may use fewer tasks than the allocation: the step's own count wins.
+  COMMKIT_ASSIGN_OR_RETURN(bool has_ntasks,
+                           r.FirstInt({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, info.world_size, 1, kMaxRanks));
+  if (!has_ntasks) return Status::InvalidArgument("Slurm launch detected but SLURM_NTASKS is not set");
   COMMKIT_RETURN_IF_ERROR(r.Int("SLURM_LOCALID", info.local_rank, 0, kMaxRanks).status());
   COMMKIT_RETURN_IF_ERROR(r.Int("SLURM_NODEID", info.node_rank, 0, kMaxRanks).status());
   COMMKIT_RETURN_IF_ERROR(r.FirstInt({"SLURM_STEP_NUM_NODES", "SLURM_NNODES"}, info.num_nodes, 1, kMaxRanks).status());
   info.local_world_size = info.world_size;
   // SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE look like "4(x2),3": the count of this node.
-  if (const std::string* tpn = r.Raw("SLURM_STEP_TASKS_PER_NODE") ? r.Raw("SLURM_STEP_TASKS_PER_NODE")
-                                                                   : r.Raw("SLURM_TASKS_PER_NODE")) {
+  const char* tpn_var = r.Has("SLURM_STEP_TASKS_PER_NODE") ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
+  if (const std::string* tpn = r.Raw(tpn_var)) {
+    auto malformed = [&] {
+      return Status::InvalidArgument(StrCat(tpn_var, "='", *tpn, "' is malformed (expected e.g. '4(x2),3')"));
+    };
     std::vector<int> per_node;
     for (const auto& item : Split(*tpn, ',', true)) {
       auto paren = item.find('(');
       auto count = ParseInt(item.substr(0, paren));
       std::int64_t repeat = 1;
       if (paren != std::string::npos) {
-        auto x = item.find('x', paren);
+        // Exactly "<count>(x<repeat>)".
         auto close = item.find(')', paren);
-        auto rep = x == std::string::npos ? std::nullopt : ParseInt(item.substr(x + 1, close - x - 1));
-        if (!rep) return Status::InvalidArgument(StrCat("SLURM_TASKS_PER_NODE='", *tpn, "' is malformed"));
+        if (close != item.size() - 1 || item.compare(paren, 2, "(x") != 0) return malformed();
+        auto rep = ParseInt(item.substr(paren + 2, close - paren - 2));
+        if (!rep) return malformed();
         repeat = *rep;
       }
-      if (!count || *count < 1 || repeat < 1 || repeat > kMaxRanks)
-        return Status::InvalidArgument(StrCat("SLURM_TASKS_PER_NODE='", *tpn, "' is malformed"));
+      if (!count || *count < 1 || *count > kMaxRanks || repeat < 1 || repeat > kMaxRanks) return malformed();
       for (std::int64_t i = 0; i < repeat && per_node.size() < static_cast<std::size_t>(kMaxRanks); ++i)
         per_node.push_back(static_cast<int>(*count));
     }
     if (info.node_rank < static_cast<int>(per_node.size())) info.local_world_size = per_node[info.node_rank];
   }
-  const std::string* nodelist = r.Raw("SLURM_STEP_NODELIST") ? r.Raw("SLURM_STEP_NODELIST") : r.Raw("SLURM_JOB_NODELIST");
-  if (nodelist != nullptr) {
+  const char* nodelist_var = r.Has("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST";
+  if (const std::string* nodelist = r.Raw(nodelist_var); nodelist != nullptr) {
     auto hosts = ExpandHostlist(*nodelist);
-    if (!hosts.ok()) return hosts.status().WithContext("SLURM_STEP_NODELIST");
+    if (!hosts.ok()) return hosts.status().WithContext(nodelist_var);
+    if (static_cast<int>(hosts->size()) < info.num_nodes)
+      return Status::InvalidArgument(StrCat(nodelist_var, "='", *nodelist, "' names ", hosts->size(),
+                                            " hosts but the step spans ", info.num_nodes, " nodes"));
     info.hosts = std::move(hosts).value();
   }
-  return Consistency(info, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "the node's task count");
+  return Consistency(info, "SLURM_PROCID", r.Has("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : "SLURM_NTASKS",
+                     "SLURM_LOCALID", "the node's task count");
 }
 
 }  // namespace
@@ -244,16 +254,33 @@ Result<LaunchInfo> DetectLaunchEnvironment(const EnvMap& env) {
       break;
     }
   }
+  // Azure ML (and Azure Batch) publish rank 0 as AZ_BATCH_MASTER_NODE="host:port"; older images as
+  // AZ_BATCHAI_MPI_MASTER_NODE="host". Used when MASTER_ADDR / MASTER_PORT are not set.
+  int az_port = 0;
+  bool from_azure = false;
   if (addr == nullptr) {
-    if (const std::string* az = r.Raw("AZ_BATCH_MASTER_NODE"); az != nullptr && !az->empty()) addr = az;
+    for (const char* name : {"AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE"}) {
+      const std::string* az = r.Raw(name);
+      if (az == nullptr || Trim(*az).empty()) continue;
+      std::string_view value = Trim(*az);
+      auto colon = value.rfind(':');
+      if (colon != std::string_view::npos && value.find(':') == colon) {  // host:port (not an IPv6 literal)
+        auto parsed = ParseInt(value.substr(colon + 1));
+        if (!parsed || *parsed < 1 || *parsed > 65535 || colon == 0)
+          return Status::InvalidArgument(StrCat(name, "='", *az, "' is not host:port with a port in 1-65535"));
+        az_port = static_cast<int>(*parsed);
+        value = value.substr(0, colon);
+      }
+      info.master_addr = std::string(value);
+      info.variables.emplace_back(name);
+      from_azure = true;
+      break;
+    }
   }
   if (addr != nullptr) {
-    std::string a = std::string(Trim(*addr));
-    // AZ_BATCH_MASTER_NODE is "host:port".
-    if (auto colon = a.rfind(':'); colon != std::string::npos && a.find(':') == colon && addr == r.Raw("AZ_BATCH_MASTER_NODE")) {
-      a = a.substr(0, colon);
-    }
-    info.master_addr = a;
+    info.master_addr = std::string(Trim(*addr));
+  } else if (from_azure) {
+    // master_addr was set from the Azure variable above
   } else if (!info.hosts.empty()) {
     info.master_addr = info.hosts.front();
   } else if (info.num_nodes > 1 || (info.launcher == Launcher::kTorchrun && info.world_size > 1 &&
@@ -265,6 +292,8 @@ Result<LaunchInfo> DetectLaunchEnvironment(const EnvMap& env) {
   COMMKIT_ASSIGN_OR_RETURN(bool has_port, r.FirstInt({"MASTER_PORT", "COMMKIT_MASTER_PORT", "PET_MASTER_PORT"}, port, 1, 65535));
   if (has_port) {
     info.master_port = port;
+  } else if (az_port != 0) {
+    info.master_port = az_port;
   } else if (!info.job_id.empty()) {
     // All ranks derive the same port from the job id: 20000-29999 avoids the common ephemeral range.
     info.master_port = 20000 + static_cast<int>(Fnv1a(info.job_id) % 10000);

@@ -91,6 +91,7 @@ Result<Rendezvous> RendezvousFromEnvironment(const EnvMap& env, const Rendezvous
   COMMKIT_ASSIGN_OR_RETURN(rdzv.info, DetectLaunchEnvironment(env));
   const LaunchInfo& info = rdzv.info;
   std::string who = StrCat("rank ", info.rank, "/", info.world_size);
+  SetLogRank(info.rank, info.world_size);
   COMMKIT_LOG_INFO("launch: ", info.Describe());
 
   std::chrono::milliseconds timeout = options.timeout;

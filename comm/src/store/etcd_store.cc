@@ -5,6 +5,7 @@
 
 #include "commkit/common/strings.h"
 #include "net/socket.h"
+#include "poll_wait.h"
 
 namespace commkit {
 
@@ -92,9 +93,14 @@ Result<std::pair<int, std::string>> ParseHttp(const std::string& raw) {
     while (pos < body.size()) {
       auto eol = body.find("\r\n", pos);
       if (eol == std::string::npos) return Status::DataLoss("truncated chunked body");
-      std::size_t len = std::strtoul(body.substr(pos, eol - pos).c_str(), nullptr, 16);
+      std::string_view size_text = std::string_view(body).substr(pos, eol - pos);
+      size_text = size_text.substr(0, size_text.find(';'));  // chunk extensions
+      if (size_text.empty() || size_text.size() > 8 ||
+          size_text.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos)
+        return Status::DataLoss("malformed chunk size in HTTP reply");
+      std::size_t len = std::stoul(std::string(size_text), nullptr, 16);
       if (len == 0) break;
-      if (eol + 2 + len > body.size()) return Status::DataLoss("truncated chunk");
+      if (len > body.size() - (eol + 2)) return Status::DataLoss("truncated chunk");
       decoded += body.substr(eol + 2, len);
       pos = eol + 2 + len + 2;
     }
@@ -106,7 +112,8 @@ Result<std::pair<int, std::string>> ParseHttp(const std::string& raw) {
 }  // namespace
 
 std::string EtcdStore::Describe() const {
-  return StrCat("etcd store ", options_.host, ":", options_.port, " (prefix '", options_.prefix, "')");
+  return StrCat("etcd store ", options_.host, ":", options_.port, " (prefix '", options_.prefix, "'",
+                api_ == "v3" ? "" : ", gateway /" + api_ + "/", ")");
 }
 
 Result<std::string> EtcdStore::Post(std::string_view path, const std::string& body) const {
@@ -116,7 +123,7 @@ Result<std::string> EtcdStore::Post(std::string_view path, const std::string& bo
     return Status::Unavailable(StrCat(Describe(), ": ", fd.status().message(), ". Is etcd running and is its client URL ",
                                       options_.host, ":", options_.port, "?"));
   net::Socket socket(*fd);
-  std::string request = StrCat("POST /v3/", path, " HTTP/1.1\r\nHost: ", options_.host, ":", options_.port,
+  std::string request = StrCat("POST /", api_, "/", path, " HTTP/1.1\r\nHost: ", options_.host, ":", options_.port,
                                "\r\nContent-Type: application/json\r\nContent-Length: ", body.size(),
                                "\r\nConnection: close\r\n\r\n", body);
   COMMKIT_RETURN_IF_ERROR(net::SendAll(socket.fd(), request, deadline).WithContext(Describe()));
@@ -129,14 +136,22 @@ Result<std::string> EtcdStore::Post(std::string_view path, const std::string& bo
     std::string message = reply;
     auto j = json::parse(reply, nullptr, false);
     if (!j.is_discarded() && j.is_object()) message = j.value("message", j.value("error", reply));
-    return Status::BackendError(StrCat(Describe(), ": HTTP ", code, " from /v3/", path, ": ", message));
+    return Status::BackendError(StrCat(Describe(), ": HTTP ", code, " from /", api_, "/", path, ": ", message));
   }
   return std::move(reply);
 }
 
 Result<std::unique_ptr<EtcdStore>> EtcdStore::Connect(const EtcdStoreOptions& options) {
   std::unique_ptr<EtcdStore> store(new EtcdStore(options));
-  COMMKIT_RETURN_IF_ERROR(store->NumKeys().status());
+  // etcd >= 3.4 serves the gateway at /v3/; 3.3 only at /v3beta/ (3.2 at /v3alpha/, not supported).
+  // A 404 on /v3/ means an older server: fall back once.
+  auto probe = store->NumKeys();
+  if (!probe.ok() && probe.status().code() == StatusCode::kBackendError &&
+      probe.status().message().find("HTTP 404") != std::string::npos) {
+    store->api_ = "v3beta";
+    probe = store->NumKeys();
+  }
+  COMMKIT_RETURN_IF_ERROR(probe.status());
   return store;
 }
 
@@ -158,32 +173,18 @@ Status EtcdStore::Set(std::string_view key, std::string_view value) {
   return Post("kv/put", req.dump()).status();
 }
 
-std::vector<std::string> EtcdStore::Missing(const std::vector<std::string>& keys, Status* error) const {
+Result<std::vector<std::string>> EtcdStore::Missing(const std::vector<std::string>& keys) const {
   std::vector<std::string> missing;
   for (const auto& k : keys) {
-    auto v = Range(k);
-    if (!v.ok()) {
-      *error = v.status();
-      return {};
-    }
-    if (!*v) missing.push_back(k);
+    COMMKIT_ASSIGN_OR_RETURN(auto v, Range(k));
+    if (!v) missing.push_back(k);
   }
   return missing;
 }
 
 Status EtcdStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  auto pause = std::chrono::milliseconds(1);
-  std::vector<std::string> pending = keys;
-  while (true) {
-    Status error;
-    pending = Missing(pending, &error);
-    if (!error.ok()) return error;
-    if (pending.empty()) return Status::Ok();
-    if (Clock::now() >= deadline) return StoreWaitTimeout(Describe(), pending, keys.size(), timeout);
-    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
-    pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
+  return PollForKeys(Describe(), keys, timeout,
+                     [this](const std::vector<std::string>& pending) { return Missing(pending); });
 }
 
 Result<std::string> EtcdStore::Get(std::string_view key, std::chrono::milliseconds timeout) {
@@ -251,7 +252,9 @@ Result<std::int64_t> EtcdStore::Add(std::string_view key, std::int64_t delta) {
     } else {
       compare = {{"key", full}, {"target", "CREATE"}, {"result", "EQUAL"}, {"create_revision", "0"}};
     }
-    value += delta;
+    if (__builtin_add_overflow(value, delta, &value))
+      return Status::InvalidArgument(StrCat(Describe(), ": add of ", delta, " to key '", key, "' (", current->value,
+                                            ") overflows a 64-bit integer"));
     json req = {{"compare", json::array({compare})},
                 {"success", json::array({{{"request_put", {{"key", full}, {"value", Base64(std::to_string(value))}}}}})}};
     COMMKIT_ASSIGN_OR_RETURN(std::string reply, Post("kv/txn", req.dump()));
@@ -263,9 +266,7 @@ Result<std::int64_t> EtcdStore::Add(std::string_view key, std::int64_t delta) {
 }
 
 Result<bool> EtcdStore::Check(const std::vector<std::string>& keys) {
-  Status error;
-  auto missing = Missing(keys, &error);
-  if (!error.ok()) return error;
+  COMMKIT_ASSIGN_OR_RETURN(auto missing, Missing(keys));
   return missing.empty();
 }
 

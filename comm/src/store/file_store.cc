@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "commkit/common/strings.h"
+#include "poll_wait.h"
 
 namespace commkit {
 
@@ -151,15 +152,10 @@ std::vector<std::string> FileStore::Missing(const std::vector<std::string>& keys
 }
 
 Status FileStore::Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  auto deadline = Clock::now() + timeout;
-  auto pause = std::chrono::milliseconds(1);
-  while (true) {
-    auto missing = Missing(keys);
-    if (missing.empty()) return Status::Ok();
-    if (Clock::now() >= deadline) return StoreWaitTimeout(Describe(), missing, keys.size(), timeout);
-    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
-    pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
+  return PollForKeys(Describe(), keys, timeout,
+                     [this](const std::vector<std::string>& pending) -> Result<std::vector<std::string>> {
+                       return Missing(pending);
+                     });
 }
 
 Result<std::string> FileStore::Get(std::string_view key, std::chrono::milliseconds timeout) {

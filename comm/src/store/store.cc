@@ -1,6 +1,9 @@
 #include "commkit/comm/store.h"
 
+#include <thread>
+
 #include "commkit/common/strings.h"
+#include "poll_wait.h"
 
 namespace commkit {
 
@@ -13,6 +16,21 @@ Status StoreWaitTimeout(std::string_view describe, const std::vector<std::string
   return Status::Timeout(StrCat(describe, ": wait timed out after ", HumanSeconds(waited.count() / 1000.0),
                                 ": keys still missing: [", list, "] (", missing.size(), " of ", total_keys,
                                 " keys)"));
+}
+
+Status PollForKeys(std::string_view describe, const std::vector<std::string>& keys, std::chrono::milliseconds timeout,
+                   const std::function<Result<std::vector<std::string>>(const std::vector<std::string>&)>& missing) {
+  using Clock = std::chrono::steady_clock;
+  auto deadline = Clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  std::vector<std::string> pending = keys;
+  while (true) {
+    COMMKIT_ASSIGN_OR_RETURN(pending, missing(pending));
+    if (pending.empty()) return Status::Ok();
+    if (Clock::now() >= deadline) return StoreWaitTimeout(describe, pending, keys.size(), timeout);
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
+  }
 }
 
 }  // namespace commkit

@@ -4,6 +4,8 @@
 // Keys live under `prefix` (default "commkit/"); values are etcd values as is. Atomic operations
 // (add, compare_set) are etcd transactions comparing the key's revision or value; blocking calls poll
 // with a backoff (1 ms to 100 ms) bounded by their timeout. Every HTTP request has a deadline.
+// Gateway: /v3/ (etcd >= 3.4; Debian 12's etcd-server is 3.4.23); Connect falls back to /v3beta/ for
+// etcd 3.3. One short-lived HTTP/1.1 connection per request (Connection: close); no TLS or auth.
 #pragma once
 
 #include <chrono>
@@ -51,12 +53,13 @@ class EtcdStore final : public Store {
 
  private:
   explicit EtcdStore(EtcdStoreOptions options) : options_(std::move(options)) { timeout_ = options_.timeout; }
-  // POST a JSON body to /v3/<path>; returns the response JSON text.
+  // POST a JSON body to /<api_>/<path>; returns the response JSON text.
   Result<std::string> Post(std::string_view path, const std::string& body) const;
   Result<std::optional<Value>> Range(std::string_view key) const;
-  std::vector<std::string> Missing(const std::vector<std::string>& keys, Status* error) const;
+  Result<std::vector<std::string>> Missing(const std::vector<std::string>& keys) const;
 
   EtcdStoreOptions options_;
+  std::string api_ = "v3";  // gateway prefix: "v3" (etcd >= 3.4) or "v3beta" (etcd 3.3), chosen by Connect
 };
 
 }  // namespace commkit

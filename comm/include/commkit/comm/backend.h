@@ -1,0 +1,89 @@
+// Backend: what a communication library (Gloo, MPI, NCCL, commkit's host engine) implements.
+//
+// The interface is deliberately narrow: one Run() for every collective, described by CollectiveArgs,
+// and an explicit capability query. ProcessGroup validates arguments, checks Supports() (so a missing
+// combination is NotSupported before any communication), assigns sequence numbers, detects mismatched
+// collectives and names missing ranks; a backend only moves and reduces data.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commkit/comm/store.h"
+#include "commkit/comm/types.h"
+#include "commkit/comm/work.h"
+#include "commkit/common/status.h"
+
+namespace commkit {
+
+// One collective call. Buffer sizes, in elements of dtype, for a group of size P:
+//   allreduce        send, recv: count                       (send == recv or send == nullptr: in place)
+//   broadcast        recv: count on every rank (the root's is the source)
+//   reduce           send: count; recv: count on the root
+//   allgather        send: count; recv: P * count            (in place: send == recv + rank * count)
+//   allgatherv       send: counts[rank]; recv: sum(counts)   (rank r's block at offset sum(counts[<r]))
+//   reduce_scatter   send: P * count; recv: count
+//   reduce_scatter_v send: sum(counts); recv: counts[rank]
+//   alltoall         send, recv: P * count                   (block p goes to / came from rank p)
+//   alltoallv        send: sum(counts) (counts[p] to rank p); recv: sum(recv_counts)
+//   gather           send: count; recv: P * count on the root
+//   scatter          send: P * count on the root; recv: count
+//   barrier          no buffers
+//   send / recv      count elements to / from `peer`, matched by `tag`
+struct CollectiveArgs {
+  CollectiveKind kind = CollectiveKind::kAllreduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  std::size_t count = 0;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op;
+  int root = 0;
+  int peer = -1;
+  int tag = 0;
+  std::vector<std::size_t> counts;       // v-collectives (see above)
+  std::vector<std::size_t> recv_counts;  // alltoallv
+  MemoryKind memory = MemoryKind::kHost;
+  void* stream = nullptr;  // device backends: a cudaStream_t (nullptr = the current/default stream)
+  std::chrono::milliseconds timeout{0};
+  std::uint64_t sequence = 0;
+};
+
+// What a backend is created with.
+struct BackendContext {
+  int rank = 0;
+  int size = 1;
+  std::shared_ptr<Store> store;  // private to this group (already prefixed)
+  std::string group_name = "world";
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string_view Name() const = 0;
+
+  // Whether Run() can do this combination. Pure and cheap; answers the same on every rank.
+  // `op` is ignored for collectives that do not reduce.
+  virtual bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const = 0;
+
+  // Runs one collective whose arguments ProcessGroup has validated. Host backends may block until the
+  // data has moved; device backends return once the work is enqueued on the stream. Called from one
+  // thread at a time per backend (ProcessGroup serialises calls). Errors carry the backend's own
+  // message and code (BackendError, RemoteError, Timeout).
+  virtual Result<std::unique_ptr<Work>> Run(const CollectiveArgs& args) = 0;
+
+  // A new backend for the ranks that pass the same color, ordered by (key, rank); called by every
+  // rank of the group. `context` describes the new group (rank, size, store).
+  virtual Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int key) = 0;
+
+  // Stops outstanding work (bounded in time) so that waiting calls return; the backend is unusable
+  // afterwards. Safe to call from another thread.
+  virtual void Abort(std::string_view reason) = 0;
+};
+
+}  // namespace commkit

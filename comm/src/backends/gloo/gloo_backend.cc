@@ -1,0 +1,406 @@
+#include "gloo_backend.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <gloo/allgather.h>
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <numeric>
+
+#include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/env.h"
+#include "commkit/common/log.h"
+#include "commkit/common/strings.h"
+
+namespace commkit {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// Adapts a commkit Store to Gloo's rendezvous store (Gloo expects exceptions).
+class GlooStore final : public gloo::rendezvous::Store {
+ public:
+  GlooStore(std::shared_ptr<commkit::Store> store, milliseconds timeout) : store_(std::move(store)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Status s = store_->Set(key, std::string_view(data.data(), data.size()));
+    if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto v = store_->Get(key, timeout_);
+    if (!v.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + v.status().ToString());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    Status s = store_->Wait(keys, timeout);
+    if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
+  }
+
+ private:
+  std::shared_ptr<commkit::Store> store_;
+  milliseconds timeout_;
+};
+
+// The local address used to reach `host` (no packet is sent: a UDP connect only picks the route).
+std::string LocalAddressTowards(const std::string& host) {
+  struct addrinfo hints {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  struct addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
+  std::string out;
+  int fd = ::socket(res->ai_family, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {};
+      void* addr = local.ss_family == AF_INET6 ? static_cast<void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                                               : static_cast<void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) out = buf;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
+}
+
+Status FromGloo(const std::exception& e, std::string_view what) {
+  std::string msg = e.what();
+  // Gloo prefixes file:line: keep the message readable.
+  if (auto pos = msg.find("] "); pos != std::string::npos && pos < 120) msg = msg.substr(pos + 2);
+  if (msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos)
+    return Status::Timeout(StrCat("gloo ", what, ": ", msg));
+  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr)
+    return Status::RemoteError(StrCat("gloo ", what, ": ", msg, " (a peer exited or the network failed)"));
+  return Status::BackendError(StrCat("gloo ", what, ": ", msg));
+}
+
+// Dispatches on element size: Gloo's templates only use sizeof(T); commkit supplies the reductions.
+template <typename F>
+void BySize(DataType dtype, F&& f) {
+  switch (SizeOf(dtype)) {
+    case 1: f(std::uint8_t{}); break;
+    case 2: f(std::uint16_t{}); break;
+    case 4: f(std::uint32_t{}); break;
+    default: f(std::uint64_t{}); break;
+  }
+}
+
+class CompletedWork final : public Work {
+ public:
+  CompletedWork(Status s, std::uint64_t seq) : status_(std::move(s)), seq_(seq) {}
+  bool Test() override { return true; }
+  Status Wait(milliseconds) override { return status_; }
+  Status status() const override { return status_; }
+  std::chrono::nanoseconds Duration() const override { return std::chrono::nanoseconds(0); }
+  std::uint64_t Sequence() const override { return seq_; }
+
+ private:
+  Status status_;
+  std::uint64_t seq_;
+};
+
+class GlooBackend final : public Backend {
+ public:
+  GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context, std::shared_ptr<gloo::transport::Device> device,
+              int rank, int size)
+      : context_(std::move(context)), device_(std::move(device)), rank_(rank), size_(size) {}
+
+  std::string_view Name() const override { return "gloo"; }
+
+  bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
+    if (memory != MemoryKind::kHost) return false;
+    if (IsReduction(kind) && IsFloatingPoint(dtype) &&
+        (op == ReduceKind::kBand || op == ReduceKind::kBor || op == ReduceKind::kBxor))
+      return false;
+    return true;
+  }
+
+  Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
+    Status s;
+    try {
+      context_->setTimeout(a.timeout);
+      s = Dispatch(a);
+    } catch (const std::exception& e) {
+      s = FromGloo(e, ToString(a.kind));
+    }
+    return std::unique_ptr<Work>(new CompletedWork(s, a.sequence));
+  }
+
+  Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int, int) override {
+    return CreateGlooBackend(context);
+  }
+
+  void Abort(std::string_view reason) override {
+    COMMKIT_LOG_WARN("gloo backend: abort requested (", reason, "); pending operations end at their timeout");
+  }
+
+ private:
+  std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
+  std::uint32_t Tag(const CollectiveArgs& a) const { return static_cast<std::uint32_t>(a.sequence & 0x7FFFFFFF); }
+
+  // In-place allreduce of `buf` (count elements) with AVG / PREMUL_SUM handled around a SUM.
+  void AllreduceInPlace(const CollectiveArgs& a, void* buf, std::size_t count) {
+    if (count == 0) return;
+    if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, buf, count, a.op.scalar);
+    gloo::AllreduceOptions opts(context_);
+    opts.setTag(Tag(a));
+    opts.setTimeout(a.timeout);
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+    BySize(a.dtype, [&](auto t) {
+      using T = decltype(t);
+      opts.setOutput(static_cast<T*>(buf), count);
+    });
+    ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
+    opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
+    gloo::allreduce(opts);
+    if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, buf, count, size_);
+  }
+
+  Status Dispatch(const CollectiveArgs& a) {
+    const std::size_t p = static_cast<std::size_t>(size_);
+    switch (a.kind) {
+      case CollectiveKind::kAllreduce: {
+        if (a.send && a.send != a.recv) std::memcpy(a.recv, a.send, Bytes(a, a.count));
+        AllreduceInPlace(a, a.recv, a.count);
+        return Status::Ok();
+      }
+      case CollectiveKind::kBroadcast: {
+        if (a.count == 0) return Status::Ok();
+        gloo::BroadcastOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        opts.setRoot(a.root);
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setOutput(static_cast<T*>(a.recv), a.count);
+        });
+        gloo::broadcast(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kReduce: {
+        if (a.count == 0) return Status::Ok();
+        // Gloo's reduce has no AVG/PREMUL: reduce a scaled copy as SUM, then scale the root's result.
+        std::vector<char> input(static_cast<const char*>(a.send ? a.send : a.recv),
+                                static_cast<const char*>(a.send ? a.send : a.recv) + Bytes(a, a.count));
+        if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, input.data(), a.count, a.op.scalar);
+        std::vector<char> scratch(Bytes(a, a.count));
+        void* out = rank_ == a.root ? a.recv : scratch.data();
+        gloo::ReduceOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        opts.setRoot(a.root);
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setInput(reinterpret_cast<T*>(input.data()), a.count);
+          opts.setOutput(static_cast<T*>(out), a.count);
+        });
+        ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
+        opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
+        gloo::reduce(opts);
+        if (rank_ == a.root && a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, a.count, size_);
+        return Status::Ok();
+      }
+      case CollectiveKind::kAllgather: {
+        if (a.count == 0) return Status::Ok();
+        std::vector<char> input;
+        const void* in = a.send;
+        if (a.send == nullptr || a.send == a.recv) in = static_cast<char*>(a.recv) + Bytes(a, a.count * rank_);
+        if (in >= a.recv && in < static_cast<char*>(a.recv) + Bytes(a, a.count * p)) {
+          input.assign(static_cast<const char*>(in), static_cast<const char*>(in) + Bytes(a, a.count));
+          in = input.data();
+        }
+        gloo::AllgatherOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setInput(const_cast<T*>(static_cast<const T*>(in)), a.count);
+          opts.setOutput(static_cast<T*>(a.recv), a.count * p);
+        });
+        gloo::allgather(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kAllgatherv: {
+        std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+        if (total == 0) return Status::Ok();
+        std::size_t offset = std::accumulate(a.counts.begin(), a.counts.begin() + rank_, std::size_t{0});
+        std::vector<char> input(static_cast<const char*>(a.send ? a.send : static_cast<char*>(a.recv) + Bytes(a, offset)),
+                                static_cast<const char*>(a.send ? a.send : static_cast<char*>(a.recv) + Bytes(a, offset)) +
+                                    Bytes(a, a.counts[rank_]));
+        std::vector<size_t> counts(a.counts.begin(), a.counts.end());
+        gloo::AllgathervOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setInput(reinterpret_cast<T*>(input.data()), a.counts[rank_]);
+          opts.setOutput(static_cast<T*>(a.recv), counts);
+        });
+        gloo::allgatherv(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kReduceScatterV: {
+        // Allreduce of the whole input, then this rank's block (Gloo has no out-of-place reduce-scatter).
+        std::vector<std::size_t> counts = a.kind == CollectiveKind::kReduceScatter ? std::vector<std::size_t>(p, a.count)
+                                                                                   : a.counts;
+        std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+        std::size_t offset = std::accumulate(counts.begin(), counts.begin() + rank_, std::size_t{0});
+        std::vector<char> full(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, total));
+        AllreduceInPlace(a, full.data(), total);
+        if (counts[rank_]) std::memcpy(a.recv, full.data() + Bytes(a, offset), Bytes(a, counts[rank_]));
+        return Status::Ok();
+      }
+      case CollectiveKind::kAlltoall: {
+        if (a.count == 0) return Status::Ok();
+        std::vector<char> input(static_cast<const char*>(a.send ? a.send : a.recv),
+                                static_cast<const char*>(a.send ? a.send : a.recv) + Bytes(a, a.count * p));
+        gloo::AlltoallOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setInput(reinterpret_cast<T*>(input.data()), a.count * p);
+          opts.setOutput(static_cast<T*>(a.recv), a.count * p);
+        });
+        gloo::alltoall(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kAlltoallv: {
+        std::size_t in_total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+        std::vector<char> input(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, in_total));
+        std::vector<int64_t> in_counts(a.counts.begin(), a.counts.end());
+        std::vector<int64_t> out_counts(a.recv_counts.begin(), a.recv_counts.end());
+        std::vector<char> dummy(8);
+        gloo::AlltoallvOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setInput(input.empty() ? reinterpret_cast<T*>(dummy.data()) : reinterpret_cast<T*>(input.data()), in_counts);
+          opts.setOutput(a.recv ? static_cast<T*>(a.recv) : reinterpret_cast<T*>(dummy.data()), out_counts);
+        });
+        gloo::alltoallv(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kGather: {
+        if (a.count == 0) return Status::Ok();
+        gloo::GatherOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        opts.setRoot(a.root);
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          opts.setInput(const_cast<T*>(static_cast<const T*>(a.send)), a.count);
+          if (rank_ == a.root) opts.setOutput(static_cast<T*>(a.recv), a.count * p);
+        });
+        gloo::gather(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kScatter: {
+        if (a.count == 0) return Status::Ok();
+        gloo::ScatterOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        opts.setRoot(a.root);
+        std::vector<void*> inputs;
+        if (rank_ == a.root)
+          for (std::size_t r = 0; r < p; ++r)
+            inputs.push_back(const_cast<char*>(static_cast<const char*>(a.send)) + Bytes(a, a.count * r));
+        BySize(a.dtype, [&](auto t) {
+          using T = decltype(t);
+          if (rank_ == a.root) {
+            std::vector<T*> typed;
+            for (void* v : inputs) typed.push_back(static_cast<T*>(v));
+            opts.setInputs(typed, a.count);
+          }
+          opts.setOutput(static_cast<T*>(a.recv), a.count);
+        });
+        gloo::scatter(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kBarrier: {
+        gloo::BarrierOptions opts(context_);
+        opts.setTag(Tag(a));
+        opts.setTimeout(a.timeout);
+        gloo::barrier(opts);
+        return Status::Ok();
+      }
+      case CollectiveKind::kSend:
+      case CollectiveKind::kRecv: {
+        if (a.count == 0) return Status::Ok();
+        // Point-to-point slots live in their own range so they never meet a collective's.
+        std::uint64_t slot = (0xC0ull << 56) | static_cast<std::uint32_t>(a.tag);
+        if (a.kind == CollectiveKind::kSend) {
+          auto buf = context_->createUnboundBuffer(const_cast<void*>(a.send), Bytes(a, a.count));
+          buf->send(a.peer, slot);
+          buf->waitSend(a.timeout);
+        } else {
+          auto buf = context_->createUnboundBuffer(a.recv, Bytes(a, a.count));
+          buf->recv(a.peer, slot);
+          buf->waitRecv(a.timeout);
+        }
+        return Status::Ok();
+      }
+    }
+    return Status::Internal("unknown collective");
+  }
+
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  int rank_, size_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
+  gloo::transport::tcp::attr attr;
+  std::optional<std::string> iface;
+  COMMKIT_ASSIGN_OR_RETURN(iface, EnvString("COMMKIT_SOCKET_IFNAME"));
+  if (!iface) {
+    COMMKIT_ASSIGN_OR_RETURN(iface, EnvString("GLOO_SOCKET_IFNAME"));
+  }
+  std::string where;
+  if (iface && !iface->empty()) {
+    attr.iface = *iface;
+    where = StrCat("interface ", *iface);
+  } else {
+    std::string master = EnvRaw("MASTER_ADDR").value_or("127.0.0.1");
+    std::string local = LocalAddressTowards(master);
+    attr.hostname = local.empty() ? "127.0.0.1" : local;
+    where = StrCat("address ", attr.hostname, " (routes to MASTER_ADDR ", master, ")");
+  }
+  std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
+    context->setTimeout(ctx.timeout);
+    GlooStore store(ctx.store, ctx.timeout);
+    context->connectFullMesh(store, device);
+    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where);
+    return std::unique_ptr<Backend>(new GlooBackend(context, device, ctx.rank, ctx.size));
+  } catch (const std::exception& e) {
+    return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
+                                                     " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
+  }
+}
+
+}  // namespace commkit

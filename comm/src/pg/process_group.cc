@@ -1,0 +1,441 @@
+#include "commkit/comm/process_group.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "commkit/comm/prefix_store.h"
+#include "commkit/comm/registry.h"
+#include "commkit/comm/rendezvous.h"
+#include "commkit/common/env.h"
+#include "commkit/common/log.h"
+#include "commkit/common/strings.h"
+#include "validate.h"
+
+namespace commkit {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+std::int64_t UnixMs() {
+  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Completion state shared by the caller's Work and the worker that runs the operation.
+struct WorkState {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  Status status;
+  Clock::time_point start{}, end{};
+};
+
+class HostWork final : public Work {
+ public:
+  HostWork(std::shared_ptr<WorkState> state, std::uint64_t seq) : state_(std::move(state)), seq_(seq) {}
+  bool Test() override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->done;
+  }
+  Status Wait(milliseconds timeout) override {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
+      return Status::Timeout(StrCat("operation #", seq_, " still running after waiting ",
+                                    HumanSeconds(timeout.count() / 1000.0)));
+    return state_->status;
+  }
+  Status status() const override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->status;
+  }
+  std::chrono::nanoseconds Duration() const override {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    return state_->done ? state_->end - state_->start : std::chrono::nanoseconds(0);
+  }
+  std::uint64_t Sequence() const override { return seq_; }
+
+ private:
+  std::shared_ptr<WorkState> state_;
+  std::uint64_t seq_;
+};
+
+}  // namespace
+
+class ProcessGroup::Impl {
+ public:
+  Impl(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options, std::unique_ptr<Backend> backend)
+      : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)), backend_(std::move(backend)) {
+    worker_ = std::thread([this] { WorkerLoop(); });
+    publisher_ = std::thread([this] { PublishLoop(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+    publisher_.join();
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& name() const { return options_.name; }
+  Backend& backend() { return *backend_; }
+  const ProcessGroupOptions& options() const { return options_; }
+  const std::shared_ptr<Store>& store() const { return store_; }
+
+  std::string Who() const { return StrCat(options_.name, " (rank ", rank_, "/", size_, ")"); }
+
+  Result<std::unique_ptr<Work>> Submit(CollectiveArgs args, const OpOptions& opts) {
+    args.memory = opts.memory;
+    args.stream = opts.stream;
+    args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
+    COMMKIT_RETURN_IF_ERROR(ValidateArgs(args, rank_, size_).WithContext(Who()));
+    if (!backend_->Supports(args.kind, args.dtype, args.memory, args.op.kind))
+      return Status::NotSupported(StrCat(Who(), ": backend ", backend_->Name(), " does not support ", ToString(args.kind),
+                                         " of ", ToString(args.dtype), IsReduction(args.kind) ? StrCat(" with ", args.op.ToString()) : "",
+                                         " on ", ToString(args.memory), " memory"));
+    auto state = std::make_shared<WorkState>();
+    std::uint64_t seq;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // Collectives are numbered in one sequence that every rank shares; point-to-point operations,
+      // which only two ranks see, in their own.
+      bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
+      seq = p2p ? ++next_p2p_seq_ : ++next_seq_;
+      args.sequence = seq;
+      queue_.push_back([this, args, state] { Execute(args, *state); });
+    }
+    cv_.notify_all();
+    return std::unique_ptr<Work>(new HostWork(state, seq));
+  }
+
+ private:
+  void Execute(const CollectiveArgs& args, WorkState& state) {
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      state.start = Clock::now();
+    }
+    if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) entered_seq_.store(args.sequence);
+    Status s = RunChecked(args);
+    {
+      std::lock_guard<std::mutex> lock(state.mu);
+      state.status = s;
+      state.end = Clock::now();
+      state.done = true;
+    }
+    state.cv.notify_all();
+  }
+
+  std::string OpName(const CollectiveArgs& args) const { return StrCat(ToString(args.kind), " #", args.sequence); }
+
+  Status RunChecked(const CollectiveArgs& args) {
+    // Point-to-point operations involve two ranks only: nothing group-wide to compare.
+    bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
+    if (options_.check_mismatch && size_ > 1 && !p2p) {
+      Status check = CheckFingerprint(args);
+      if (!check.ok()) return check;
+    }
+    auto work = backend_->Run(args);
+    Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
+    if (s.ok()) return s;
+    return Diagnose(args, s);
+  }
+
+  // Every rank contributes [h, -h] of its call's fingerprint to a MAX allreduce: max(h) == -max(-h)
+  // exactly when all ranks agree. Cost: one 16-byte allreduce per operation.
+  Status CheckFingerprint(const CollectiveArgs& args) {
+    std::int64_t h = static_cast<std::int64_t>(FingerprintHash(args));
+    std::int64_t buf[2] = {h, -h};
+    CollectiveArgs fp;
+    fp.kind = CollectiveKind::kAllreduce;
+    fp.send = buf;
+    fp.recv = buf;
+    fp.count = 2;
+    fp.dtype = DataType::kInt64;
+    fp.op = ReduceOp::Max();
+    fp.timeout = args.timeout;
+    fp.sequence = args.sequence;
+    fp.tag = 0;
+    auto work = backend_->Run(fp);
+    Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
+    if (!s.ok()) return Diagnose(args, s);
+    if (buf[0] == -buf[1]) return Status::Ok();
+    // They differ: every rank publishes its call and reads everyone's, so all report the same diff.
+    std::string key = StrCat("mismatch/", args.sequence, "/");
+    (void)store_->Set(key + std::to_string(rank_), Describe(args));
+    std::vector<std::string> keys;
+    for (int r = 0; r < size_; ++r) keys.push_back(key + std::to_string(r));
+    auto all = store_->MultiGet(keys, std::min<milliseconds>(args.timeout, std::chrono::seconds(60)));
+    std::string diff;
+    if (all.ok()) {
+      for (int r = 0; r < size_; ++r) diff += StrCat("\n  rank ", r, ": ", (*all)[r]);
+    } else {
+      diff = StrCat("\n  this rank: ", Describe(args), " (others unavailable: ", all.status().message(), ")");
+    }
+    return Status::Mismatch(StrCat(Who(), ": ", OpName(args), ": ranks called different collectives at the same "
+                                   "sequence number (different op, type, count or root):", diff,
+                                   "\n  Every rank must issue the same collectives in the same order."));
+  }
+
+  // Enriches a failure with the ranks that had not reached this operation (from the progress keys).
+  Status Diagnose(const CollectiveArgs& args, const Status& failure) {
+    std::vector<std::string> behind;
+    std::int64_t now = UnixMs();
+    for (int r = 0; r < size_ && r < 64; ++r) {
+      if (r == rank_) continue;
+      std::string key = StrCat("progress/", r);
+      auto present = store_->Check({key});
+      if (!present.ok()) break;  // the store itself is gone: say nothing more
+      if (!*present) {
+        behind.push_back(StrCat(r, " (never started an operation)"));
+        continue;
+      }
+      auto v = store_->Get(key, std::chrono::seconds(2));
+      if (!v.ok()) continue;
+      auto parts = commkit::Split(*v, ' ');
+      auto seq = parts.size() == 2 ? ParseInt(parts[0]) : std::nullopt;
+      auto when = parts.size() == 2 ? ParseInt(parts[1]) : std::nullopt;
+      if (!seq || !when) continue;
+      if (static_cast<std::uint64_t>(*seq) < args.sequence) {
+        std::string detail = StrCat(r, " (last at #", *seq);
+        if (now - *when > 5000) detail += StrCat(", silent for ", HumanSeconds((now - *when) / 1000.0), ": dead or hung?");
+        behind.push_back(detail + ")");
+      }
+    }
+    std::string msg = StrCat(Who(), ": ", OpName(args), " (", Describe(args), ") failed: ", failure.message());
+    if (!behind.empty()) msg += StrCat("; ranks that never reached ", OpName(args), ": ", Join(behind, ", "));
+    return Status(failure.code(), msg);
+  }
+
+  void WorkerLoop() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  // Publishes "progress/<rank>" = "<last entered seq> <unix ms>": on change (at most every 100 ms) and
+  // as a heartbeat every second, so a failing rank can tell lagging peers from dead ones.
+  void PublishLoop() {
+    std::uint64_t published = ~0ull;
+    auto last = Clock::now() - std::chrono::seconds(10);
+    std::string key = StrCat("progress/", rank_);
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (cv_.wait_for(lock, milliseconds(100), [&] { return stopping_; })) return;
+      }
+      std::uint64_t seq = entered_seq_.load();
+      if (seq == published && Clock::now() - last < std::chrono::seconds(1)) continue;
+      if (store_->Set(key, StrCat(seq, " ", UnixMs())).ok()) {
+        published = seq;
+        last = Clock::now();
+      }
+    }
+  }
+
+  std::shared_ptr<Store> store_;
+  int rank_, size_;
+  ProcessGroupOptions options_;
+  std::unique_ptr<Backend> backend_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t next_p2p_seq_ = 0;
+  std::atomic<std::uint64_t> entered_seq_{0};
+  std::thread worker_, publisher_;
+  friend class ProcessGroup;
+  int splits_ = 0;
+};
+
+ProcessGroup::ProcessGroup(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ProcessGroup::~ProcessGroup() = default;
+
+Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(std::shared_ptr<Store> store, int rank, int size,
+                                                           const ProcessGroupOptions& options) {
+  if (!store) return Status::InvalidArgument("ProcessGroup::Create: store is null");
+  if (size < 1 || rank < 0 || rank >= size)
+    return Status::InvalidArgument(StrCat("ProcessGroup::Create: rank ", rank, " is not in [0, ", size, ")"));
+  ProcessGroupOptions o = options;
+  COMMKIT_ASSIGN_OR_RETURN(o.timeout, EnvDurationOr("COMMKIT_TIMEOUT", o.timeout));
+  COMMKIT_ASSIGN_OR_RETURN(o.check_mismatch, EnvBoolOr("COMMKIT_CHECK_MISMATCH", o.check_mismatch));
+  auto pg_store = std::make_shared<PrefixStore>(StrCat("pg/", o.name), std::move(store));
+  BackendContext ctx;
+  ctx.rank = rank;
+  ctx.size = size;
+  ctx.store = std::make_shared<PrefixStore>("backend", pg_store);
+  ctx.group_name = o.name;
+  ctx.timeout = o.timeout;
+  auto backend = Registry::Default().Create(o.backend, o.memory, ctx);
+  if (!backend.ok()) return backend.status().WithContext(StrCat("rank ", rank, "/", size, ": process group ", o.name));
+  COMMKIT_LOG_INFO("process group ", o.name, ": rank ", rank, "/", size, " on backend ", (*backend)->Name());
+  return std::unique_ptr<ProcessGroup>(
+      new ProcessGroup(std::make_unique<Impl>(pg_store, rank, size, o, std::move(backend).value())));
+}
+
+Result<std::unique_ptr<ProcessGroup>> ProcessGroup::FromEnvironment(const ProcessGroupOptions& options) {
+  COMMKIT_ASSIGN_OR_RETURN(Rendezvous rdzv, RendezvousFromEnvironment());
+  return Create(rdzv.store, rdzv.info.rank, rdzv.info.world_size, options);
+}
+
+int ProcessGroup::rank() const { return impl_->rank(); }
+int ProcessGroup::size() const { return impl_->size(); }
+std::string_view ProcessGroup::backend_name() const { return impl_->backend().Name(); }
+const std::string& ProcessGroup::name() const { return impl_->name(); }
+bool ProcessGroup::Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceOp op) const {
+  return impl_->backend().Supports(kind, dtype, memory, op.kind);
+}
+
+namespace {
+CollectiveArgs Args(CollectiveKind kind, const void* send, void* recv, std::size_t count, DataType dtype) {
+  CollectiveArgs a;
+  a.kind = kind;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  return a;
+}
+}  // namespace
+
+Result<ProcessGroup::WorkPtr> ProcessGroup::Allreduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                      ReduceOp op, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kAllreduce, send, recv, count, dtype);
+  a.op = op;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Broadcast(void* buffer, std::size_t count, DataType dtype, int root,
+                                                      const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kBroadcast, buffer, buffer, count, dtype);
+  a.root = root;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Reduce(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                   ReduceOp op, int root, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kReduce, send, recv, count, dtype);
+  a.op = op;
+  a.root = root;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Allgather(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                      const OpOptions& opts) {
+  return impl_->Submit(Args(CollectiveKind::kAllgather, send, recv, count, dtype), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Allgatherv(const void* send, void* recv,
+                                                       const std::vector<std::size_t>& counts, DataType dtype,
+                                                       const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kAllgatherv, send, recv, 0, dtype);
+  a.counts = counts;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::ReduceScatter(const void* send, void* recv, std::size_t count,
+                                                          DataType dtype, ReduceOp op, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kReduceScatter, send, recv, count, dtype);
+  a.op = op;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::ReduceScatterV(const void* send, void* recv,
+                                                           const std::vector<std::size_t>& counts, DataType dtype,
+                                                           ReduceOp op, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kReduceScatterV, send, recv, 0, dtype);
+  a.counts = counts;
+  a.op = op;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Alltoall(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                     const OpOptions& opts) {
+  return impl_->Submit(Args(CollectiveKind::kAlltoall, send, recv, count, dtype), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Alltoallv(const void* send, const std::vector<std::size_t>& send_counts,
+                                                      void* recv, const std::vector<std::size_t>& recv_counts,
+                                                      DataType dtype, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kAlltoallv, send, recv, 0, dtype);
+  a.counts = send_counts;
+  a.recv_counts = recv_counts;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Gather(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                   int root, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kGather, send, recv, count, dtype);
+  a.root = root;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Scatter(const void* send, void* recv, std::size_t count, DataType dtype,
+                                                    int root, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kScatter, send, recv, count, dtype);
+  a.root = root;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Barrier(const OpOptions& opts) {
+  return impl_->Submit(Args(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUInt8), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Send(const void* buffer, std::size_t count, DataType dtype, int peer,
+                                                 int tag, const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kSend, buffer, nullptr, count, dtype);
+  a.peer = peer;
+  a.tag = tag;
+  return impl_->Submit(std::move(a), opts);
+}
+Result<ProcessGroup::WorkPtr> ProcessGroup::Recv(void* buffer, std::size_t count, DataType dtype, int peer, int tag,
+                                                 const OpOptions& opts) {
+  auto a = Args(CollectiveKind::kRecv, nullptr, buffer, count, dtype);
+  a.peer = peer;
+  a.tag = tag;
+  return impl_->Submit(std::move(a), opts);
+}
+
+Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
+  Impl& p = *impl_;
+  int split_id = ++p.splits_;
+  std::string base = StrCat("split/", split_id, "/");
+  COMMKIT_RETURN_IF_ERROR(p.store()->Set(base + std::to_string(p.rank()), StrCat(color, " ", key)));
+  std::vector<std::string> keys;
+  for (int r = 0; r < p.size(); ++r) keys.push_back(base + std::to_string(r));
+  auto all = p.store()->MultiGet(keys, p.options().timeout);
+  if (!all.ok()) return all.status().WithContext(StrCat(p.Who(), ": split #", split_id));
+  std::vector<std::pair<std::pair<int, int>, int>> members;  // ((key, rank), rank)
+  for (int r = 0; r < p.size(); ++r) {
+    auto parts = commkit::Split(std::string_view((*all)[r]), ' ');
+    auto c = parts.size() == 2 ? ParseInt(parts[0]) : std::nullopt;
+    auto k = parts.size() == 2 ? ParseInt(parts[1]) : std::nullopt;
+    if (!c || !k) return Status::DataLoss(StrCat(p.Who(), ": split #", split_id, ": malformed entry of rank ", r));
+    if (*c == color) members.push_back({{static_cast<int>(*k), r}, r});
+  }
+  if (color < 0) return std::unique_ptr<ProcessGroup>();
+  std::sort(members.begin(), members.end());
+  int new_rank = 0;
+  for (int i = 0; i < static_cast<int>(members.size()); ++i)
+    if (members[i].second == p.rank()) new_rank = i;
+  ProcessGroupOptions o = p.options();
+  o.name = StrCat(p.name(), "/split", split_id, "c", color);
+  BackendContext ctx;
+  ctx.rank = new_rank;
+  ctx.size = static_cast<int>(members.size());
+  auto child_store = std::make_shared<PrefixStore>(StrCat("split", split_id, "c", color), p.store());
+  ctx.store = std::make_shared<PrefixStore>("backend", child_store);
+  ctx.group_name = o.name;
+  ctx.timeout = o.timeout;
+  auto backend = p.backend().Split(ctx, color, key);
+  if (!backend.ok()) return backend.status().WithContext(StrCat(p.Who(), ": split"));
+  return std::unique_ptr<ProcessGroup>(
+      new ProcessGroup(std::make_unique<Impl>(child_store, new_rank, ctx.size, o, std::move(backend).value())));
+}
+
+}  // namespace commkit

@@ -1,0 +1,204 @@
+#include "commkit/comm/reduce_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "commkit/common/check.h"
+
+namespace commkit {
+
+float HalfToFloat(unsigned short h) {
+  std::uint32_t sign = (h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1F;
+  std::uint32_t mant = h & 0x3FF;
+  std::uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exp = 127 - 15 + 1;
+      while ((mant & 0x400) == 0) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3FF;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+unsigned short FloatToHalf(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  std::uint32_t sign = (bits >> 16) & 0x8000;
+  std::int32_t exp = static_cast<std::int32_t>((bits >> 23) & 0xFF) - 127 + 15;
+  std::uint32_t mant = bits & 0x7FFFFF;
+  if (((bits >> 23) & 0xFF) == 0xFF) return static_cast<unsigned short>(sign | 0x7C00 | (mant ? 0x200 : 0));
+  if (exp >= 31) return static_cast<unsigned short>(sign | 0x7C00);
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<unsigned short>(sign);
+    mant |= 0x800000;
+    std::uint32_t shift = static_cast<std::uint32_t>(14 - exp);
+    std::uint32_t half = mant >> shift;
+    std::uint32_t rem = mant & ((1u << shift) - 1);
+    std::uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<unsigned short>(sign | half);
+  }
+  std::uint32_t half = sign | (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
+  std::uint32_t rem = mant & 0x1FFF;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;  // may carry into the exponent: correct
+  return static_cast<unsigned short>(half);
+}
+
+float BFloat16ToFloat(unsigned short h) {
+  std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+unsigned short FloatToBFloat16(float f) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x7FFFFF)) return static_cast<unsigned short>((bits >> 16) | 0x40);
+  std::uint32_t rounding = 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<unsigned short>((bits + rounding) >> 16);
+}
+
+namespace {
+
+struct Sum {
+  template <typename T> static T Apply(T a, T b) { return static_cast<T>(a + b); }
+};
+struct Prod {
+  template <typename T> static T Apply(T a, T b) { return static_cast<T>(a * b); }
+};
+struct Min {
+  template <typename T> static T Apply(T a, T b) { return std::min(a, b); }
+};
+struct Max {
+  template <typename T> static T Apply(T a, T b) { return std::max(a, b); }
+};
+struct Band {
+  template <typename T> static T Apply(T a, T b) { return static_cast<T>(a & b); }
+};
+struct Bor {
+  template <typename T> static T Apply(T a, T b) { return static_cast<T>(a | b); }
+};
+struct Bxor {
+  template <typename T> static T Apply(T a, T b) { return static_cast<T>(a ^ b); }
+};
+
+template <typename T, typename Op>
+void Plain(void* c, const void* a, const void* b, std::size_t n) {
+  T* out = static_cast<T*>(c);
+  const T* x = static_cast<const T*>(a);
+  const T* y = static_cast<const T*>(b);
+  for (std::size_t i = 0; i < n; ++i) out[i] = Op::Apply(x[i], y[i]);
+}
+
+template <float (*ToF)(unsigned short), unsigned short (*FromF)(float), typename Op>
+void Half(void* c, const void* a, const void* b, std::size_t n) {
+  auto* out = static_cast<unsigned short*>(c);
+  const auto* x = static_cast<const unsigned short*>(a);
+  const auto* y = static_cast<const unsigned short*>(b);
+  for (std::size_t i = 0; i < n; ++i) out[i] = FromF(Op::Apply(ToF(x[i]), ToF(y[i])));
+}
+
+template <typename Op>
+ReduceFunction ForArithmetic(DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32: return &Plain<float, Op>;
+    case DataType::kFloat64: return &Plain<double, Op>;
+    case DataType::kFloat16: return &Half<HalfToFloat, FloatToHalf, Op>;
+    case DataType::kBFloat16: return &Half<BFloat16ToFloat, FloatToBFloat16, Op>;
+    case DataType::kInt8: return &Plain<std::int8_t, Op>;
+    case DataType::kUInt8: return &Plain<std::uint8_t, Op>;
+    case DataType::kInt32: return &Plain<std::int32_t, Op>;
+    case DataType::kInt64: return &Plain<std::int64_t, Op>;
+  }
+  return nullptr;
+}
+
+template <typename Op>
+ReduceFunction ForBitwise(DataType dtype) {
+  switch (dtype) {
+    case DataType::kInt8: return &Plain<std::int8_t, Op>;
+    case DataType::kUInt8: return &Plain<std::uint8_t, Op>;
+    case DataType::kInt32: return &Plain<std::int32_t, Op>;
+    case DataType::kInt64: return &Plain<std::int64_t, Op>;
+    default: return nullptr;
+  }
+}
+
+template <typename T>
+void Scale(void* data, std::size_t n, double factor) {
+  T* p = static_cast<T*>(data);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(static_cast<double>(p[i]) * factor);
+}
+
+template <float (*ToF)(unsigned short), unsigned short (*FromF)(float)>
+void ScaleHalf(void* data, std::size_t n, double factor) {
+  auto* p = static_cast<unsigned short*>(data);
+  for (std::size_t i = 0; i < n; ++i) p[i] = FromF(static_cast<float>(ToF(p[i]) * factor));
+}
+
+template <typename T>
+void DivideInt(void* data, std::size_t n, int divisor) {
+  T* p = static_cast<T*>(data);
+  for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / divisor);
+}
+
+}  // namespace
+
+ReduceFunction GetReduceFunction(DataType dtype, ReduceKind kind) {
+  ReduceFunction fn = nullptr;
+  switch (kind) {
+    case ReduceKind::kSum:
+    case ReduceKind::kAvg:
+    case ReduceKind::kPreMulSum: fn = ForArithmetic<Sum>(dtype); break;
+    case ReduceKind::kProd: fn = ForArithmetic<Prod>(dtype); break;
+    case ReduceKind::kMin: fn = ForArithmetic<Min>(dtype); break;
+    case ReduceKind::kMax: fn = ForArithmetic<Max>(dtype); break;
+    case ReduceKind::kBand: fn = ForBitwise<Band>(dtype); break;
+    case ReduceKind::kBor: fn = ForBitwise<Bor>(dtype); break;
+    case ReduceKind::kBxor: fn = ForBitwise<Bxor>(dtype); break;
+  }
+  COMMKIT_CHECK(fn != nullptr, "no reduction ", ToString(kind), " for ", ToString(dtype));
+  return fn;
+}
+
+void ScaleInPlace(DataType dtype, void* data, std::size_t n, double factor) {
+  switch (dtype) {
+    case DataType::kFloat32: return Scale<float>(data, n, factor);
+    case DataType::kFloat64: return Scale<double>(data, n, factor);
+    case DataType::kFloat16: return ScaleHalf<HalfToFloat, FloatToHalf>(data, n, factor);
+    case DataType::kBFloat16: return ScaleHalf<BFloat16ToFloat, FloatToBFloat16>(data, n, factor);
+    case DataType::kInt8: return Scale<std::int8_t>(data, n, factor);
+    case DataType::kUInt8: return Scale<std::uint8_t>(data, n, factor);
+    case DataType::kInt32: return Scale<std::int32_t>(data, n, factor);
+    case DataType::kInt64: return Scale<std::int64_t>(data, n, factor);
+  }
+}
+
+void DivideInPlace(DataType dtype, void* data, std::size_t n, int divisor) {
+  switch (dtype) {
+    case DataType::kInt8: return DivideInt<std::int8_t>(data, n, divisor);
+    case DataType::kUInt8: return DivideInt<std::uint8_t>(data, n, divisor);
+    case DataType::kInt32: return DivideInt<std::int32_t>(data, n, divisor);
+    case DataType::kInt64: return DivideInt<std::int64_t>(data, n, divisor);
+    default: return ScaleInPlace(dtype, data, n, 1.0 / divisor);
+  }
+}
+
+}  // namespace commkit

@@ -1,0 +1,7 @@
+list(APPEND COMMKIT_COMM_SOURCES
+  src/pg/types.cc
+  src/pg/reduce_kernels.cc
+  src/pg/registry.cc
+  src/pg/validate.cc
+  src/pg/process_group.cc
+  src/pg/builtin_backends.cc)

@@ -1,0 +1,120 @@
+#include "validate.h"
+
+#include <limits>
+#include <numeric>
+
+#include "commkit/common/strings.h"
+
+namespace commkit {
+
+namespace {
+
+constexpr std::size_t kMaxBytes = std::numeric_limits<std::size_t>::max() / 4;
+
+Status Bad(const CollectiveArgs& a, std::string_view what) {
+  return Status::InvalidArgument(StrCat(ToString(a.kind), ": ", what));
+}
+
+// count * factor * sizeof(dtype) must not overflow.
+bool Fits(std::size_t count, std::size_t factor, DataType dtype) {
+  if (factor != 0 && count > kMaxBytes / factor) return false;
+  std::size_t elems = count * factor;
+  return elems <= kMaxBytes / SizeOf(dtype);
+}
+
+std::size_t Sum(const std::vector<std::size_t>& v) { return std::accumulate(v.begin(), v.end(), std::size_t{0}); }
+
+}  // namespace
+
+Status ValidateArgs(const CollectiveArgs& a, int rank, int size) {
+  const auto p = static_cast<std::size_t>(size);
+  const bool rooted = a.kind == CollectiveKind::kBroadcast || a.kind == CollectiveKind::kReduce ||
+                      a.kind == CollectiveKind::kGather || a.kind == CollectiveKind::kScatter;
+  if (rooted && (a.root < 0 || a.root >= size))
+    return Bad(a, StrCat("root ", a.root, " is out of range for a group of ", size, " ranks"));
+  if ((a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv) && (a.peer < 0 || a.peer >= size))
+    return Bad(a, StrCat("peer ", a.peer, " is out of range for a group of ", size, " ranks"));
+  if ((a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv) && a.peer == rank)
+    return Bad(a, StrCat("peer ", a.peer, " is this rank"));
+  if (a.tag < 0) return Bad(a, StrCat("tag ", a.tag, " is negative"));
+  if (IsReduction(a.kind) && !IsFloatingPoint(a.dtype) && a.op.kind == ReduceKind::kPreMulSum && a.op.scalar != 1.0 &&
+      a.op.scalar != static_cast<double>(static_cast<std::int64_t>(a.op.scalar)))
+    return Bad(a, StrCat("premul_sum scalar ", a.op.scalar, " is not an integer for ", ToString(a.dtype)));
+  if (IsReduction(a.kind) && IsFloatingPoint(a.dtype) &&
+      (a.op.kind == ReduceKind::kBand || a.op.kind == ReduceKind::kBor || a.op.kind == ReduceKind::kBxor))
+    return Bad(a, StrCat(ToString(a.op.kind), " is a bitwise reduction; ", ToString(a.dtype), " is a floating type"));
+
+  std::size_t send_elems = 0, recv_elems = 0;
+  bool v = a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV ||
+           a.kind == CollectiveKind::kAlltoallv;
+  if (v && a.counts.size() != p)
+    return Bad(a, StrCat("counts has ", a.counts.size(), " entries; the group has ", size, " ranks"));
+  if (a.kind == CollectiveKind::kAlltoallv && a.recv_counts.size() != p)
+    return Bad(a, StrCat("recv_counts has ", a.recv_counts.size(), " entries; the group has ", size, " ranks"));
+  if (v) {
+    for (std::size_t c : a.counts)
+      if (!Fits(c, p, a.dtype)) return Bad(a, "counts overflow");
+    for (std::size_t c : a.recv_counts)
+      if (!Fits(c, p, a.dtype)) return Bad(a, "recv_counts overflow");
+  } else if (!Fits(a.count, p, a.dtype)) {
+    return Bad(a, StrCat("count ", a.count, " x ", size, " ranks x ", SizeOf(a.dtype), " bytes overflows"));
+  }
+  switch (a.kind) {
+    case CollectiveKind::kAllreduce: send_elems = recv_elems = a.count; break;
+    case CollectiveKind::kBroadcast: recv_elems = a.count; break;
+    case CollectiveKind::kReduce: send_elems = a.count; recv_elems = rank == a.root ? a.count : 0; break;
+    case CollectiveKind::kAllgather: send_elems = a.count; recv_elems = a.count * p; break;
+    case CollectiveKind::kAllgatherv: send_elems = a.counts[rank]; recv_elems = Sum(a.counts); break;
+    case CollectiveKind::kReduceScatter: send_elems = a.count * p; recv_elems = a.count; break;
+    case CollectiveKind::kReduceScatterV: send_elems = Sum(a.counts); recv_elems = a.counts[rank]; break;
+    case CollectiveKind::kAlltoall: send_elems = recv_elems = a.count * p; break;
+    case CollectiveKind::kAlltoallv: send_elems = Sum(a.counts); recv_elems = Sum(a.recv_counts); break;
+    case CollectiveKind::kGather: send_elems = a.count; recv_elems = rank == a.root ? a.count * p : 0; break;
+    case CollectiveKind::kScatter: send_elems = rank == a.root ? a.count * p : 0; recv_elems = a.count; break;
+    case CollectiveKind::kBarrier: break;
+    case CollectiveKind::kSend: send_elems = a.count; break;
+    case CollectiveKind::kRecv: recv_elems = a.count; break;
+  }
+  // In-place forms pass send == nullptr or send aliasing recv; only a missing buffer with data is wrong.
+  bool in_place = a.send == nullptr || a.send == a.recv;
+  bool needs_send_buffer = send_elems > 0 && !(in_place && a.kind != CollectiveKind::kSend &&
+                                               a.kind != CollectiveKind::kScatter && a.kind != CollectiveKind::kGather);
+  if (needs_send_buffer && a.send == nullptr) return Bad(a, StrCat("send buffer is null with ", send_elems, " elements"));
+  if (a.kind == CollectiveKind::kScatter && rank == a.root && send_elems > 0 && a.send == nullptr)
+    return Bad(a, "the root's send buffer is null");
+  if (a.kind == CollectiveKind::kGather && send_elems > 0 && a.send == nullptr)
+    return Bad(a, "send buffer is null");
+  if (recv_elems > 0 && a.recv == nullptr) return Bad(a, StrCat("receive buffer is null with ", recv_elems, " elements"));
+  return Status::Ok();
+}
+
+std::string Describe(const CollectiveArgs& a) {
+  std::string out = StrCat(ToString(a.kind), " ", ToString(a.dtype));
+  if (IsReduction(a.kind)) out += StrCat(" ", a.op.ToString());
+  switch (a.kind) {
+    case CollectiveKind::kAlltoallv: break;  // per-rank counts legitimately differ
+    case CollectiveKind::kAllgatherv:
+    case CollectiveKind::kReduceScatterV: {
+      std::vector<std::string> c;
+      for (auto n : a.counts) c.push_back(std::to_string(n));
+      out += StrCat(" counts=[", Join(c, ","), "]");
+      break;
+    }
+    case CollectiveKind::kBarrier: return "barrier";
+    default: out += StrCat(" count=", a.count);
+  }
+  if (a.kind == CollectiveKind::kBroadcast || a.kind == CollectiveKind::kReduce || a.kind == CollectiveKind::kGather ||
+      a.kind == CollectiveKind::kScatter)
+    out += StrCat(" root=", a.root);
+  return out;
+}
+
+std::uint64_t FingerprintHash(const CollectiveArgs& a) {
+  // alltoallv's receive counts legitimately differ per rank: everything else must agree.
+  std::string text = StrCat(Describe(a), " seq=", a.sequence);
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h >> 1;  // keep it positive so -h is representable
+}
+
+}  // namespace commkit

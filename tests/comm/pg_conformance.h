@@ -1,0 +1,235 @@
+// The process-group conformance suite: written once, instantiated per backend
+// (INSTANTIATE_TEST_SUITE_P(Gloo, PgConformance, Combine(Values("gloo"), Range(1, 5)))). Ranks run
+// as threads; every collective x dtype x op x sizes (0, 1, odd, > 1 MiB) against an independent
+// reference, in place and out of place, and split groups.
+#pragma once
+
+#include <numeric>
+#include <tuple>
+
+#include "pg_harness.h"
+#include "test_support.h"
+
+namespace commkit::testing {
+
+using PgParam = std::tuple<std::string, int>;  // backend, ranks
+
+class PgConformance : public ::testing::TestWithParam<PgParam> {
+ protected:
+  std::string backend() const { return std::get<0>(GetParam()); }
+  int ranks() const { return std::get<1>(GetParam()); }
+  static constexpr std::size_t kBig = (1 << 20) / 4 + 3;  // > 1 MiB of f32, odd
+};
+
+inline std::string PgParamName(const ::testing::TestParamInfo<PgParam>& info) {
+  return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+}
+
+constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+                                  DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,   DataType::kInt64};
+
+inline std::vector<ReduceOp> OpsFor(DataType t) {
+  std::vector<ReduceOp> ops = {ReduceOp::Sum(), ReduceOp::Prod(), ReduceOp::Min(), ReduceOp::Max(), ReduceOp::Avg(),
+                               ReduceOp::PreMulSum(2.0)};
+  if (!IsFloatingPoint(t)) {
+    ops.push_back(ReduceOp::Band());
+    ops.push_back(ReduceOp::Bor());
+    ops.push_back(ReduceOp::Bxor());
+  }
+  return ops;
+}
+
+#define COMMKIT_WAIT_OK(expr)                                                 \
+  do {                                                                         \
+    auto commkit_work_ = (expr);                                               \
+    ASSERT_TRUE(commkit_work_.ok()) << commkit_work_.status().ToString();      \
+    Status commkit_ws_ = (*commkit_work_)->Wait();                             \
+    ASSERT_TRUE(commkit_ws_.ok()) << commkit_ws_.ToString();                   \
+  } while (false)
+
+TEST_P(PgConformance, AllreduceEveryTypeOpAndSize) {
+  RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
+    for (DataType t : kAllTypes) {
+      for (ReduceOp op : OpsFor(t)) {
+        if (!pg.Supports(CollectiveKind::kAllreduce, t, MemoryKind::kHost, op)) continue;
+        for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}}) {
+          for (bool in_place : {false, true}) {
+            Buffer in(t, n), out(t, n);
+            for (std::size_t i = 0; i < n; ++i) in.set(i, Value(pg.rank(), i, op.kind));
+            void* dst = in_place ? in.data() : out.data();
+            COMMKIT_WAIT_OK(pg.Allreduce(in_place ? nullptr : in.data(), dst, n, t, op));
+            Buffer& res = in_place ? in : out;
+            for (std::size_t i = 0; i < n; ++i) {
+              double want = Reference(t, op, pg.size(), i);
+              ASSERT_NEAR(res.at(i), want, Tolerance(t, want))
+                  << ToString(t) << " " << op.ToString() << " n=" << n << " i=" << i << (in_place ? " in place" : "");
+            }
+          }
+        }
+      }
+    }
+    // Over 1 MiB, once per type.
+    for (DataType t : kAllTypes) {
+      Buffer big(t, kBig);
+      for (std::size_t i = 0; i < kBig; ++i) big.set(i, Value(pg.rank(), i, ReduceKind::kMax));
+      COMMKIT_WAIT_OK(pg.Allreduce(nullptr, big.data(), kBig, t, ReduceOp::Max()));
+      for (std::size_t i = 0; i < kBig; i += 997) ASSERT_EQ(big.at(i), Reference(t, ReduceOp::Max(), pg.size(), i));
+    }
+  });
+}
+
+TEST_P(PgConformance, BroadcastReduceFromEveryRoot) {
+  RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
+    for (DataType t : {DataType::kFloat32, DataType::kInt64, DataType::kBFloat16, DataType::kUInt8}) {
+      for (int root = 0; root < pg.size(); ++root) {
+        for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{13}, kBig}) {
+          Buffer b(t, n);
+          for (std::size_t i = 0; i < n; ++i) b.set(i, pg.rank() == root ? Value(root, i, ReduceKind::kSum) : 0);
+          COMMKIT_WAIT_OK(pg.Broadcast(b.data(), n, t, root));
+          for (std::size_t i = 0; i < n; i += (n > 100 ? 991 : 1)) ASSERT_EQ(b.at(i), Value(root, i, ReduceKind::kSum));
+        }
+        for (ReduceOp op : {ReduceOp::Sum(), ReduceOp::Max(), ReduceOp::Avg()}) {
+          Buffer in(t, 5), out(t, 5);
+          for (std::size_t i = 0; i < 5; ++i) in.set(i, Value(pg.rank(), i, op.kind));
+          COMMKIT_WAIT_OK(pg.Reduce(in.data(), out.data(), 5, t, op, root));
+          if (pg.rank() != root) continue;
+          for (std::size_t i = 0; i < 5; ++i) {
+            double want = Reference(t, op, pg.size(), i);
+            ASSERT_NEAR(out.at(i), want, Tolerance(t, want)) << op.ToString() << " root " << root;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_P(PgConformance, GatherFamilies) {
+  RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
+    const int p = pg.size(), me = pg.rank();
+    for (DataType t : kAllTypes) {
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{9}}) {
+        // allgather, out of place and in place
+        Buffer in(t, n), out(t, n * p);
+        for (std::size_t i = 0; i < n; ++i) in.set(i, Value(me, i, ReduceKind::kSum));
+        COMMKIT_WAIT_OK(pg.Allgather(in.data(), out.data(), n, t));
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(out.at(r * n + i), Value(r, i, ReduceKind::kSum));
+        Buffer inplace(t, n * p);
+        for (std::size_t i = 0; i < n; ++i) inplace.set(me * n + i, Value(me, i, ReduceKind::kSum));
+        COMMKIT_WAIT_OK(pg.Allgather(nullptr, inplace.data(), n, t));
+        for (int r = 0; r < p; ++r)
+          for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(inplace.at(r * n + i), Value(r, i, ReduceKind::kSum));
+        // gather / scatter at root p-1
+        int root = p - 1;
+        Buffer g(t, n * p);
+        COMMKIT_WAIT_OK(pg.Gather(in.data(), g.data(), n, t, root));
+        for (int r = 0; me == root && r < p; ++r)
+          for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(g.at(r * n + i), Value(r, i, ReduceKind::kSum));
+        Buffer s(t, n);
+        COMMKIT_WAIT_OK(pg.Scatter(me == root ? g.data() : nullptr, s.data(), n, t, root));
+        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(s.at(i), Value(me, i, ReduceKind::kSum));
+      }
+      // allgatherv with uneven counts (rank r contributes r+1 elements, rank 0 maybe 0)
+      std::vector<std::size_t> counts(p);
+      for (int r = 0; r < p; ++r) counts[r] = static_cast<std::size_t>(r % 3);
+      std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      Buffer vin(t, counts[me]), vout(t, total);
+      for (std::size_t i = 0; i < counts[me]; ++i) vin.set(i, Value(me, i, ReduceKind::kSum));
+      COMMKIT_WAIT_OK(pg.Allgatherv(vin.data(), vout.data(), counts, t));
+      std::size_t off = 0;
+      for (int r = 0; r < p; ++r)
+        for (std::size_t i = 0; i < counts[r]; ++i) ASSERT_EQ(vout.at(off++), Value(r, i, ReduceKind::kSum));
+    }
+  });
+}
+
+TEST_P(PgConformance, ReduceScatterAndAlltoall) {
+  RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
+    const int p = pg.size(), me = pg.rank();
+    for (DataType t : kAllTypes) {
+      for (ReduceOp op : {ReduceOp::Sum(), ReduceOp::Min(), ReduceOp::Avg()}) {
+        const std::size_t n = 3;
+        Buffer in(t, n * p), out(t, n);
+        for (std::size_t i = 0; i < n * p; ++i) in.set(i, Value(me, i, op.kind));
+        COMMKIT_WAIT_OK(pg.ReduceScatter(in.data(), out.data(), n, t, op));
+        for (std::size_t i = 0; i < n; ++i) {
+          double want = Reference(t, op, p, me * n + i);
+          ASSERT_NEAR(out.at(i), want, Tolerance(t, want)) << ToString(t) << " " << op.ToString();
+        }
+      }
+      // reduce_scatter_v
+      std::vector<std::size_t> counts(p);
+      for (int r = 0; r < p; ++r) counts[r] = static_cast<std::size_t>((r + 1) % 3);
+      std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      std::size_t off = std::accumulate(counts.begin(), counts.begin() + me, std::size_t{0});
+      Buffer vin(t, total), vout(t, counts[me]);
+      for (std::size_t i = 0; i < total; ++i) vin.set(i, Value(me, i, ReduceKind::kSum));
+      COMMKIT_WAIT_OK(pg.ReduceScatterV(vin.data(), vout.data(), counts, t, ReduceOp::Sum()));
+      for (std::size_t i = 0; i < counts[me]; ++i) ASSERT_EQ(vout.at(i), Reference(t, ReduceOp::Sum(), p, off + i));
+      // alltoall: element (to q, i) = 100*me + 10*q + i  (kept small for i8 when p <= 4)
+      const std::size_t n = 2;
+      Buffer a(t, n * p), b(t, n * p);
+      for (int q = 0; q < p; ++q)
+        for (std::size_t i = 0; i < n; ++i) a.set(q * n + i, 30 * me + 5 * q + static_cast<double>(i));
+      COMMKIT_WAIT_OK(pg.Alltoall(a.data(), b.data(), n, t));
+      for (int q = 0; q < p; ++q)
+        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b.at(q * n + i), 30 * q + 5 * me + static_cast<double>(i));
+      // alltoallv: rank me sends (me + q) % 3 elements to q
+      std::vector<std::size_t> sc(p), rc(p);
+      for (int q = 0; q < p; ++q) {
+        sc[q] = static_cast<std::size_t>((me + q) % 3);
+        rc[q] = static_cast<std::size_t>((q + me) % 3);
+      }
+      Buffer va(t, std::accumulate(sc.begin(), sc.end(), std::size_t{0})),
+          vb(t, std::accumulate(rc.begin(), rc.end(), std::size_t{0}));
+      std::size_t k = 0;
+      for (int q = 0; q < p; ++q)
+        for (std::size_t i = 0; i < sc[q]; ++i) va.set(k++, 30 * me + 5 * q + static_cast<double>(i));
+      COMMKIT_WAIT_OK(pg.Alltoallv(va.data(), sc, vb.data(), rc, t));
+      k = 0;
+      for (int q = 0; q < p; ++q)
+        for (std::size_t i = 0; i < rc[q]; ++i) ASSERT_EQ(vb.at(k++), 30 * q + 5 * me + static_cast<double>(i));
+    }
+  });
+}
+
+TEST_P(PgConformance, BarrierSendRecvAndSplit) {
+  RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
+    const int p = pg.size(), me = pg.rank();
+    COMMKIT_WAIT_OK(pg.Barrier());
+    if (p > 1) {
+      // A ring: send to the right, receive from the left; even ranks send first to avoid ordering deadlocks.
+      std::vector<std::int32_t> out(1000, me), in(1000, -1);
+      int right = (me + 1) % p, left = (me + p - 1) % p;
+      if (me % 2 == 0) {
+        COMMKIT_WAIT_OK(pg.Send(out.data(), out.size(), DataType::kInt32, right, 7));
+        COMMKIT_WAIT_OK(pg.Recv(in.data(), in.size(), DataType::kInt32, left, 7));
+      } else {
+        COMMKIT_WAIT_OK(pg.Recv(in.data(), in.size(), DataType::kInt32, left, 7));
+        COMMKIT_WAIT_OK(pg.Send(out.data(), out.size(), DataType::kInt32, right, 7));
+      }
+      ASSERT_EQ(in[0], left);
+      ASSERT_EQ(in[999], left);
+    }
+    // Split into even and odd ranks, ordered by descending key; allreduce within each.
+    auto sub = pg.Split(me % 2, -me);
+    ASSERT_TRUE(sub.ok()) << sub.status().ToString();
+    ASSERT_TRUE(*sub);
+    int members = (p - me % 2 + 1) / 2;
+    ASSERT_EQ((*sub)->size(), members);
+    std::int64_t v = me, sum = 0;
+    for (int r = me % 2; r < p; r += 2) sum += r;
+    COMMKIT_WAIT_OK((*sub)->Allreduce(nullptr, &v, 1, DataType::kInt64, ReduceOp::Sum()));
+    ASSERT_EQ(v, sum);
+    // Highest key first: the largest original rank of the color is sub-rank 0.
+    int highest = (p - 1) - ((p - 1 - me % 2) % 2);
+    std::int64_t first = me == highest ? 42 : 0;
+    COMMKIT_WAIT_OK((*sub)->Broadcast(&first, 1, DataType::kInt64, 0));
+    ASSERT_EQ(first, 42);
+    auto none = pg.Split(me == 0 ? -1 : 1, 0);
+    ASSERT_TRUE(none.ok()) << none.status().ToString();
+    ASSERT_EQ(*none == nullptr, me == 0);
+  });
+}
+
+}  // namespace commkit::testing

@@ -1,0 +1,111 @@
+// Failure semantics of ProcessGroup (gloo backend, ranks as threads): invalid arguments fail locally,
+// mismatched collectives are reported on every rank with a per-rank diff, a rank that never arrives
+// is named after the timeout, and nothing hangs.
+#include <atomic>
+
+#include "commkit/comm/registry.h"
+#include "pg_harness.h"
+#include "test_support.h"
+
+namespace commkit::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(PgFaults, InvalidArgumentsFailBeforeCommunication) {
+  RunRanks("gloo", 1, [](ProcessGroup& pg) {
+    float x = 0;
+    auto expect_invalid = [](const Result<ProcessGroup::WorkPtr>& r, const std::string& text) {
+      ASSERT_FALSE(r.ok()) << text;
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status().message();
+    };
+    expect_invalid(pg.Allreduce(nullptr, nullptr, 4, DataType::kFloat32, ReduceOp::Sum()), "receive buffer is null");
+    expect_invalid(pg.Broadcast(&x, 1, DataType::kFloat32, 3), "root 3 is out of range for a group of 1 ranks");
+    expect_invalid(pg.Allreduce(&x, &x, std::size_t{1} << 62, DataType::kFloat64, ReduceOp::Sum()), "overflows");
+    expect_invalid(pg.Allgatherv(&x, &x, {1, 2}, DataType::kFloat32), "counts has 2 entries; the group has 1 ranks");
+    expect_invalid(pg.Allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::Bxor()), "bitwise reduction");
+    expect_invalid(pg.Send(&x, 1, DataType::kFloat32, 0), "peer 0 is this rank");
+    expect_invalid(pg.Allreduce(&x, &x, 1, DataType::kInt32, ReduceOp::PreMulSum(0.5)), "not an integer");
+    auto device = pg.Allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::Sum(), {.memory = MemoryKind::kDevice});
+    ASSERT_FALSE(device.ok());
+    EXPECT_EQ(device.status().code(), StatusCode::kNotSupported);
+    EXPECT_NE(device.status().message().find("backend gloo does not support allreduce of f32 with sum on device memory"),
+              std::string::npos)
+        << device.status().message();
+  });
+}
+
+TEST(PgFaults, MismatchedCollectivesAreReportedOnEveryRankWithADiff) {
+  std::atomic<int> reported{0};
+  RunRanks("gloo", 3, [&](ProcessGroup& pg) {
+    std::vector<float> buf(8, 1.0f);
+    // Rank 2 passes a different count at the same sequence number.
+    std::size_t n = pg.rank() == 2 ? 7 : 8;
+    auto work = pg.Allreduce(nullptr, buf.data(), n, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait();
+    ASSERT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    EXPECT_NE(s.message().find("allreduce #1"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("rank 0: allreduce f32 sum count=8"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("rank 2: allreduce f32 sum count=7"), std::string::npos) << s.message();
+    ++reported;
+    // The group stays usable after a detected mismatch: nothing was sent.
+    COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), 8, DataType::kFloat32, ReduceOp::Sum()))->Wait());
+  });
+  EXPECT_EQ(reported.load(), 3);
+}
+
+TEST(PgFaults, DifferentCollectivesAtTheSameSequenceNumber) {
+  RunRanks("gloo", 2, [&](ProcessGroup& pg) {
+    std::int64_t v = 1;
+    auto work = pg.rank() == 0 ? pg.Broadcast(&v, 1, DataType::kInt64, 0, {.timeout = 20s})
+                               : pg.Allreduce(nullptr, &v, 1, DataType::kInt64, ReduceOp::Max(), {.timeout = 20s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait();
+    ASSERT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    EXPECT_NE(s.message().find("rank 0: broadcast i64 count=1 root=0"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("rank 1: allreduce i64 max count=1"), std::string::npos) << s.message();
+  });
+}
+
+TEST(PgFaults, ARankThatNeverArrivesIsNamedAfterTheTimeout) {
+  auto start = std::chrono::steady_clock::now();
+  RunRanks("gloo", 3, [&](ProcessGroup& pg) {
+    std::vector<float> buf(16, 1.0f);
+    COMMKIT_ASSERT_OK((*pg.Allreduce(nullptr, buf.data(), 16, DataType::kFloat32, ReduceOp::Sum()))->Wait());
+    if (pg.rank() == 1) {
+      std::this_thread::sleep_for(4s);  // "hangs" past the others' timeout, then leaves
+      return;
+    }
+    auto work = pg.Allreduce(nullptr, buf.data(), 16, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 2s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(30s);
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(s.code() == StatusCode::kTimeout || s.code() == StatusCode::kRemoteError) << s.ToString();
+    EXPECT_NE(s.message().find("allreduce #2"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("ranks that never reached allreduce #2: 1 (last at #1"), std::string::npos)
+        << s.message();
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
+}
+
+TEST(PgFaults, RegistryListsBackendsWithReasons) {
+  auto list = Registry::Default().List();
+  bool gloo = false;
+  for (const auto& b : list) {
+    if (b.name == "gloo") gloo = b.available;
+    if (!b.available) {
+      EXPECT_FALSE(b.reason.empty()) << b.name;
+    }
+  }
+  EXPECT_TRUE(gloo);
+  auto store = std::make_shared<HashStore>();
+  auto bad = ProcessGroup::Create(store, 0, 1, {.backend = "carrier-pigeon"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("unknown backend 'carrier-pigeon'; known: gloo"), std::string::npos)
+      << bad.status().message();
+}
+
+}  // namespace
+}  // namespace commkit::testing
