@@ -13,6 +13,7 @@
 
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/nccl/nccl_backend.h"
+#include "commkit/comm/process_group.h"
 #include "commkit/comm/rendezvous.h"
 #include "nccl_gpu_support.h"
 
@@ -360,6 +361,33 @@ TEST_F(NcclBackendGpuTest, SplitIntoSingletons) {
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   ASSERT_TRUE((*w)->Synchronize(120s).ok());
   for (float x : buf.Get()) ASSERT_EQ(x, 3.0f);
+}
+
+// Through the public ProcessGroup (validation, sequence numbers, mismatch checks) at world size 1.
+TEST(NcclProcessGroupGpuTest, AllreduceAndBroadcastThroughProcessGroup) {
+  COMMKIT_REQUIRE_GPU_OR_SKIP(devices);
+  if (std::getenv("WORLD_SIZE") != nullptr) GTEST_SKIP() << "world-size-1 test";
+  Registry::Default().Register(NcclBackendInfo());
+  ProcessGroupOptions o;
+  o.backend = "nccl";
+  o.memory = MemoryKind::kDevice;
+  o.timeout = 120s;
+  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, o);
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  EXPECT_EQ((*pg)->backend_name(), "nccl");
+  EXPECT_FALSE((*pg)->Supports(CollectiveKind::kAllreduce, DataType::kInt32, MemoryKind::kDevice, ReduceOp::Band()));
+  OpOptions dev;
+  dev.memory = MemoryKind::kDevice;
+  Dev<float> buf(100, 4.0f);
+  auto w = (*pg)->Allreduce(nullptr, buf.ptr, 100, DataType::kFloat32, ReduceOp::PreMulSum(0.25), dev);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE((*w)->Synchronize(120s).ok());
+  for (float x : buf.Get()) ASSERT_EQ(x, 1.0f);
+  auto b = (*pg)->Broadcast(buf.ptr, 100, DataType::kFloat32, 0, dev);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  ASSERT_TRUE((*b)->Synchronize(120s).ok());
+  auto bad = (*pg)->Allreduce(nullptr, buf.ptr, 100, DataType::kInt32, ReduceOp::Bxor(), dev);
+  EXPECT_EQ(bad.status().code(), StatusCode::kNotSupported);
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ TEST(NcclUnavailableTest, ProbeIsRepeatable) {
 #if defined(COMMKIT_NCCL_HAS_BACKEND)
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/nccl/nccl_backend.h"
+#include "commkit/comm/process_group.h"
 
 namespace commkit::comm::nccl {
 namespace {
@@ -62,6 +63,21 @@ TEST(NcclUnavailableTest, CreateBackendIsUnavailableWithoutGpuAndNeverCrashes) {
   EXPECT_NE(info.reason.find("libcuda"), std::string::npos) << info.reason;
   ASSERT_TRUE(info.create);
   EXPECT_EQ(info.create(ctx).status().code(), StatusCode::kUnavailable);
+}
+
+TEST(NcclUnavailableTest, ProcessGroupThroughRegistryReportsUnavailable) {
+  if (ProbeNcclRuntime().ok()) GTEST_SKIP() << "a GPU is present; the gpu tests cover creation";
+  Registry::Default().Register(NcclBackendInfo());
+  ProcessGroupOptions o;
+  o.backend = "nccl";
+  o.memory = MemoryKind::kDevice;
+  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, o);
+  ASSERT_FALSE(pg.ok());
+  EXPECT_EQ(pg.status().code(), StatusCode::kUnavailable) << pg.status().ToString();
+  EXPECT_NE(pg.status().message().find("libcuda"), std::string::npos) << pg.status().message();
+  bool listed = false;
+  for (const auto& b : Registry::Default().List()) listed |= (b.name == "nccl" && !b.available);
+  EXPECT_TRUE(listed);
 }
 
 TEST(NcclUnavailableTest, SupportsTable) {
