@@ -283,6 +283,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(std::shared_ptr<Store
   ctx.store = std::make_shared<PrefixStore>("backend", pg_store);
   ctx.group_name = o.name;
   ctx.timeout = o.timeout;
+  ctx.local_rank = o.local_rank;
+  ctx.device = o.device;
   auto backend = Registry::Default().Create(o.backend, o.memory, ctx);
   if (!backend.ok()) return backend.status().WithContext(StrCat("rank ", rank, "/", size, ": process group ", o.name));
   COMMKIT_LOG_INFO("process group ", o.name, ": rank ", rank, "/", size, " on backend ", (*backend)->Name());
@@ -292,7 +294,9 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(std::shared_ptr<Store
 
 Result<std::unique_ptr<ProcessGroup>> ProcessGroup::FromEnvironment(const ProcessGroupOptions& options) {
   COMMKIT_ASSIGN_OR_RETURN(Rendezvous rdzv, RendezvousFromEnvironment());
-  return Create(rdzv.store, rdzv.info.rank, rdzv.info.world_size, options);
+  ProcessGroupOptions o = options;
+  if (o.local_rank < 0) o.local_rank = rdzv.info.local_rank;
+  return Create(rdzv.store, rdzv.info.rank, rdzv.info.world_size, o);
 }
 
 int ProcessGroup::rank() const { return impl_->rank(); }
@@ -432,6 +436,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
   ctx.store = std::make_shared<PrefixStore>("backend", child_store);
   ctx.group_name = o.name;
   ctx.timeout = o.timeout;
+  ctx.local_rank = o.local_rank;
+  ctx.device = o.device;
   auto backend = p.backend().Split(ctx, color, key);
   if (!backend.ok()) return backend.status().WithContext(StrCat(p.Who(), ": split"));
   return std::unique_ptr<ProcessGroup>(

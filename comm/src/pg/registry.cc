@@ -1,15 +1,47 @@
 #include "commkit/comm/registry.h"
 
+#include <dlfcn.h>
+
 #include "commkit/common/strings.h"
 
 namespace commkit {
 
 void RegisterBuiltinBackends(Registry& registry);  // builtin_backends.cc
 
+namespace {
+
+// Backends built as their own libraries (they link a third-party library that commkit::comm must not
+// depend on) register themselves through an exported C function when the program links them:
+//   extern "C" void commkit_register_nccl_backend(commkit::Registry* registry);
+struct LinkedBackend {
+  const char* name;
+  const char* symbol;
+  const char* target;
+  MemoryKind memory;
+};
+constexpr LinkedBackend kLinkedBackends[] = {
+    {"nccl", "commkit_register_nccl_backend", "commkit::comm_nccl", MemoryKind::kDevice},
+};
+
+}  // namespace
+
 Registry& Registry::Default() {
   static Registry* registry = [] {
     auto* r = new Registry();
     RegisterBuiltinBackends(*r);
+    for (const auto& linked : kLinkedBackends) {
+      using RegisterFn = void (*)(Registry*);
+      auto fn = reinterpret_cast<RegisterFn>(::dlsym(RTLD_DEFAULT, linked.symbol));
+      if (fn != nullptr) {
+        fn(r);
+        continue;
+      }
+      BackendInfo info;
+      info.name = linked.name;
+      info.memory = linked.memory;
+      info.reason = StrCat("not linked into this program (link ", linked.target, ")");
+      r->Register(std::move(info));
+    }
     return r;
   }();
   return *registry;

@@ -5,3 +5,4 @@ list(APPEND COMMKIT_COMM_SOURCES
   src/pg/validate.cc
   src/pg/process_group.cc
   src/pg/builtin_backends.cc)
+list(APPEND COMMKIT_COMM_PRIVATE_DEPS ${CMAKE_DL_LIBS})

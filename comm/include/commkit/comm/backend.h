@@ -59,6 +59,8 @@ struct BackendContext {
   std::shared_ptr<Store> store;  // private to this group (already prefixed)
   std::string group_name = "world";
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  int local_rank = -1;  // rank within this node when the launcher says (-1: unknown)
+  int device = -1;      // device backends: the GPU to use (-1: derive from local_rank, else rank)
 };
 
 class Backend {

@@ -32,6 +32,8 @@ struct ProcessGroupOptions {
   std::string name = "world";
   std::chrono::milliseconds timeout = std::chrono::minutes(10);  // COMMKIT_TIMEOUT overrides
   bool check_mismatch = true;  // COMMKIT_CHECK_MISMATCH=0 overrides
+  int local_rank = -1;  // set by FromEnvironment(); device backends pick their GPU from it
+  int device = -1;      // device backends: explicit GPU index
 };
 
 // Per-call options.
