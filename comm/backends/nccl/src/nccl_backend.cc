@@ -137,7 +137,7 @@ class NcclBackend : public Backend {
   ~NcclBackend() override {
     watchdog_.reset();  // stop polling before the communicator goes away
     if (scratch_ != nullptr) {
-      (void)cudaSetDevice(engine_->comm().device());
+      DeviceGuard guard(engine_->comm().device());
       cudaFree(scratch_);
     }
   }
@@ -305,6 +305,8 @@ class NcclBackend : public Backend {
       case CollectiveKind::kBarrier: {
         // NCCL has no barrier: a one-element allreduce on a private device scratch buffer.
         if (scratch_ == nullptr) {
+          DeviceGuard guard(engine_->comm().device());
+          COMMKIT_RETURN_IF_ERROR(guard.status());
           cudaError_t err = cudaMalloc(&scratch_, sizeof(float));
           if (err != cudaSuccess) {
             scratch_ = nullptr;

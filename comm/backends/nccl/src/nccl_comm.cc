@@ -42,6 +42,18 @@ Status CudaStatus(cudaError_t err, std::string_view where) {
 
 }  // namespace
 
+DeviceGuard::DeviceGuard(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    previous_ = -1;
+  }
+  if (previous_ != device) status_ = CudaStatus(cudaSetDevice(device), StrCat("cudaSetDevice(", device, ")"));
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (previous_ >= 0) (void)cudaSetDevice(previous_);
+}
+
 Result<NcclUniqueIdBytes> NcclComm::NewUniqueId() {
   ncclUniqueId id;
   ncclResult_t r = ncclGetUniqueId(&id);
@@ -58,7 +70,8 @@ Result<std::unique_ptr<NcclComm>> NcclComm::InitRank(const NcclUniqueIdBytes& id
                                                      Clock::time_point deadline,
                                                      std::chrono::milliseconds abort_deadline) {
   std::string where = StrCat("NCCL communicator '", cfg.name, "' rank ", rank, "/", nranks, " on cuda:", device);
-  COMMKIT_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device), StrCat(where, ": cudaSetDevice")));
+  DeviceGuard guard(device);
+  COMMKIT_RETURN_IF_ERROR(guard.status().WithContext(where));
   ncclUniqueId uid;
   std::memcpy(uid.internal, id.data(), kNcclUniqueIdBytes);
   ncclConfig_t config = MakeConfig(cfg);
@@ -96,7 +109,8 @@ Result<std::unique_ptr<NcclComm>> NcclComm::InitRank(const NcclUniqueIdBytes& id
 Result<std::unique_ptr<NcclComm>> NcclComm::Split(int color, int key, const NcclCommConfig& cfg,
                                                   Clock::time_point deadline) {
   std::string where = StrCat(Describe(), ": split(color=", color, ", key=", key, ")");
-  COMMKIT_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(device_), StrCat(where, ": cudaSetDevice")));
+  DeviceGuard guard(device_);
+  COMMKIT_RETURN_IF_ERROR(guard.status().WithContext(where));
   ncclConfig_t config = MakeConfig(cfg);
   ncclComm_t raw = nullptr;
   ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &raw, &config);
@@ -123,7 +137,7 @@ NcclComm::~NcclComm() {
   std::lock_guard<std::mutex> lock(abort_mutex_);
   if (comm_ == nullptr || aborted_) return;
   // Orderly teardown: finalize (flushes outstanding work), bounded; destroy; abort on failure.
-  (void)cudaSetDevice(device_);
+  DeviceGuard guard(device_);
   ncclResult_t r = ncclCommFinalize(comm_);
   bool finalized = (r == ncclSuccess);
   if (r == ncclInProgress) {

@@ -33,6 +33,21 @@ struct NcclCommConfig {
   bool split_share = false;    // share resources with the parent on split
 };
 
+// Makes `device` current for the scope and restores the caller's device afterwards (NCCL and CUDA
+// calls need the communicator's device current; the caller's thread must not see it change).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  const Status& status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  Status status_;
+};
+
 class NcclComm {
  public:
   // ncclGetUniqueId (rank 0 of a group; the id travels through the store).

@@ -194,7 +194,8 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Issue(std::string op, cudaStr
   if (timeout <= std::chrono::milliseconds(0)) timeout = options_.timeout;
   std::lock_guard<std::mutex> issue_lock(issue_mutex_);
   std::string where = StrCat(Describe(), ": ", op);
-  COMMKIT_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(comm_->device()), StrCat(where, ": cudaSetDevice")));
+  DeviceGuard guard(comm_->device());
+  COMMKIT_RETURN_IF_ERROR(guard.status().WithContext(where));
   auto deadline = Clock::now() + timeout;
   ncclComm_t raw = comm_->raw();
   bool grouped = calls.size() > 1;
