@@ -336,13 +336,16 @@ class NcclBackend : public Backend {
 };
 
 Result<int> PickDevice(const BackendContext& context, const NcclBackendOptions& options, int device_count) {
-  if (options.device >= 0) {
-    if (options.device >= device_count) {
-      return Status::InvalidArgument(StrCat("NCCL backend: device ", options.device, " requested but only ",
+  // Explicit choices first (options, then the context), else the node-local rank, else the rank.
+  int explicit_device = options.device >= 0 ? options.device : context.device;
+  if (explicit_device >= 0) {
+    if (explicit_device >= device_count) {
+      return Status::InvalidArgument(StrCat("NCCL backend: device ", explicit_device, " requested but only ",
                                             device_count, " visible (CUDA_VISIBLE_DEVICES?)"));
     }
-    return options.device;
+    return explicit_device;
   }
+  if (context.local_rank >= 0) return context.local_rank % device_count;
   COMMKIT_ASSIGN_OR_RETURN(auto local_rank, EnvInt("LOCAL_RANK", 0, 1 << 20));
   int base = local_rank ? static_cast<int>(*local_rank) : context.rank;
   return base % device_count;
@@ -457,3 +460,8 @@ Status NcclWaitOnStream(Work& work, void* stream) {
 }
 
 }  // namespace commkit::comm::nccl
+
+// Found by Registry::Default() with dlsym when this library is part of the program (registry.cc).
+extern "C" __attribute__((visibility("default"))) void commkit_register_nccl_backend(commkit::Registry* registry) {
+  if (registry != nullptr) registry->Register(commkit::comm::nccl::NcclBackendInfo());
+}

@@ -20,7 +20,8 @@
 namespace commkit::comm::nccl {
 
 struct NcclBackendOptions {
-  // CUDA device of this rank. -1: LOCAL_RANK (or rank) modulo the number of visible devices.
+  // CUDA device of this rank. -1: BackendContext::device, else its local_rank, else LOCAL_RANK,
+  // else the rank, modulo the number of visible devices.
   int device = -1;
   // Communicator creation (unique-id exchange + init); 0: the group's timeout.
   std::chrono::milliseconds init_timeout{0};
@@ -45,6 +46,9 @@ Result<std::unique_ptr<Backend>> CreateNcclBackend(const BackendContext& context
                                                    const NcclBackendOptions& options = {});
 
 // Registry entry: name "nccl", MemoryKind::kDevice, availability and reason from the probe.
+// Registry::Default() registers it by itself when this library is linked into the program (the
+// exported C function commkit_register_nccl_backend). With -Wl,--as-needed a program must reference
+// a symbol of this library (e.g. call NcclBackendInfo()) for it to stay linked.
 BackendInfo NcclBackendInfo(const NcclBackendOptions& options = {});
 
 // What NCCL can do: device memory only; all collectives; every DataType; SUM/PROD/MIN/MAX/AVG/
