@@ -422,7 +422,20 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
     if (!c || !k) return Status::DataLoss(StrCat(p.Who(), ": split #", split_id, ": malformed entry of rank ", r));
     if (*c == color) members.push_back({{static_cast<int>(*k), r}, r});
   }
-  if (color < 0) return std::unique_ptr<ProcessGroup>();
+  if (color < 0) {
+    // Backends whose split is collective over the parent (MPI_Comm_split, ncclCommSplit) need every
+    // rank, including those that join no sub-group; they return no backend for a negative color.
+    BackendContext none;
+    none.rank = -1;
+    none.size = 0;
+    none.group_name = StrCat(p.name(), "/split", split_id, "(none)");
+    none.timeout = p.options().timeout;
+    none.local_rank = p.options().local_rank;
+    none.device = p.options().device;
+    auto backend = p.backend().Split(none, color, key);
+    if (!backend.ok()) return backend.status().WithContext(StrCat(p.Who(), ": split"));
+    return std::unique_ptr<ProcessGroup>();
+  }
   std::sort(members.begin(), members.end());
   int new_rank = 0;
   for (int i = 0; i < static_cast<int>(members.size()); ++i)

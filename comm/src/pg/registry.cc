@@ -21,6 +21,7 @@ struct LinkedBackend {
 };
 constexpr LinkedBackend kLinkedBackends[] = {
     {"nccl", "commkit_register_nccl_backend", "commkit::comm_nccl", MemoryKind::kDevice},
+    {"mpi", "commkit_register_mpi_backend", "commkit::comm_mpi", MemoryKind::kHost},
 };
 
 }  // namespace

@@ -144,7 +144,8 @@ class GlooBackend final : public Backend {
     return std::unique_ptr<Work>(new CompletedWork(s, a.sequence));
   }
 
-  Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int, int) override {
+  Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int) override {
+    if (color < 0) return std::unique_ptr<Backend>();  // this rank joins no sub-group
     return CreateGlooBackend(context);
   }
 
