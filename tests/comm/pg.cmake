@@ -12,3 +12,29 @@ if(COMMKIT_HAVE_GLOO)
     LABELS unit
     TIMEOUT 300)
 endif()
+
+# The same conformance suite with ranks as forked processes over a TcpStore (gloo), and process-level
+# fault tests (a rank killed mid-collective, a rank delayed past the timeout).
+if(COMMKIT_HAVE_GLOO)
+  commkit_add_test(comm_pg_fork_test
+    SOURCES pg_fork_test.cc
+    LIBS commkit::comm
+    LABELS mp
+    TIMEOUT 600)
+endif()
+
+# MPI: run directly (unit: "mpi" unavailable with the reason) and under mpirun with 1-4 ranks (mp).
+if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi)
+  commkit_add_test(comm_pg_mpi_test
+    SOURCES pg_mpi_test.cc
+    LIBS commkit::comm commkit::comm_mpi
+    LABELS unit
+    TIMEOUT 120)
+  foreach(np 1 2 3 4)
+    add_test(NAME comm_pg_mpi_np${np}
+      COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_NUMPROC_FLAG} ${np}
+              $<TARGET_FILE:comm_pg_mpi_test> --gtest_color=no)
+    set_tests_properties(comm_pg_mpi_np${np} PROPERTIES LABELS mp TIMEOUT 600 PROCESSORS ${np}
+      ENVIRONMENT "COMMKIT_TEST_DATA_DIR=${PROJECT_SOURCE_DIR}/tests/data")
+  endforeach()
+endif()

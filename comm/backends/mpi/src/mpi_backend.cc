@@ -3,6 +3,9 @@
 // mpi.h is included only here.
 #include "commkit/comm_mpi/mpi_backend.h"
 
+// The C API only: Open MPI's mpi.h otherwise pulls in its deprecated C++ bindings (libmpi_cxx).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <algorithm>
