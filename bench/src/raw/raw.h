@@ -1,0 +1,10 @@
+// Internal: factories of the per-library raw baselines (each defined in its own raw/<lib>.cc).
+#pragma once
+
+#include "commkit/bench/raw.h"
+
+namespace commkit::bench::raw {
+
+Result<std::unique_ptr<RawCollective>> MakeMpi(const BenchOptions& options, int rank, int nranks);
+
+}  // namespace commkit::bench::raw
