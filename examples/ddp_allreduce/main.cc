@@ -19,6 +19,10 @@
 #include <vector>
 
 #include "commkit/comm/process_group.h"
+#include "commkit/comm/registry.h"
+#if defined(DDP_WITH_MPI)
+#include "commkit/comm_mpi/mpi_backend.h"
+#endif
 
 namespace {
 
@@ -91,6 +95,9 @@ struct Bucket {
 int main(int argc, char** argv) {
   Flags flags;
   if (!ParseFlags(argc, argv, flags)) return 64;
+#if defined(DDP_WITH_MPI)
+  commkit::Registry::Default().Register(commkit::MpiBackendInfo());
+#endif
 
   auto pg_or = ProcessGroup::FromEnvironment({.backend = flags.backend, .name = "ddp"});
   if (!pg_or.ok()) {

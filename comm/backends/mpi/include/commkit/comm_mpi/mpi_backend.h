@@ -1,5 +1,7 @@
 // The MPI backend (host buffers; Open MPI). Link commkit::comm_mpi; the backend then appears as "mpi"
-// in Registry::Default() (registered through the exported commkit_register_mpi_backend()).
+// in Registry::Default() (registered through the exported commkit_register_mpi_backend()). Linkers
+// using --as-needed (Debian/Ubuntu toolchains) drop a library the program never references: call
+// `Registry::Default().Register(MpiBackendInfo())` once in main() to keep it (and be explicit).
 //
 // - Works when the program was launched by mpirun/mpiexec/srun (OMPI_COMM_WORLD_SIZE, PMI_SIZE,
 //   PMIX_RANK...); otherwise "mpi" is listed as unavailable with the reason.
