@@ -149,7 +149,10 @@ Status OpenMpi(Reader& r, LaunchInfo& info) {
   info.local_world_size = info.world_size;
   COMMKIT_RETURN_IF_ERROR(r.Int("OMPI_COMM_WORLD_LOCAL_RANK", info.local_rank, 0, kMaxRanks).status());
   COMMKIT_RETURN_IF_ERROR(r.Int("OMPI_COMM_WORLD_LOCAL_SIZE", info.local_world_size, 1, kMaxRanks).status());
-  COMMKIT_RETURN_IF_ERROR(r.Int("OMPI_COMM_WORLD_NODE_RANK", info.node_rank, 0, kMaxRanks).status());
+  // OMPI_COMM_WORLD_NODE_RANK is the rank among the processes on this node (across jobs), NOT the
+  // node's index: with `mpirun -np 2` on one host the second rank has NODE_RANK=1. Open MPI exports no
+  // node index; with the default by-slot mapping it is rank / local size.
+  info.node_rank = info.rank / info.local_world_size;
   info.num_nodes = (info.world_size + info.local_world_size - 1) / info.local_world_size;
   if (info.node_rank >= info.num_nodes) info.num_nodes = info.node_rank + 1;
   return Consistency(info, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
