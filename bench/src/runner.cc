@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/common/strings.h"
@@ -154,12 +155,17 @@ Status RunOnce(ProcessGroup& g, const BenchOptions& o, const BufferCounts& c, co
     case BenchCollective::kAlltoall:
       return WaitFor(g.Alltoall(b.send, b.recv, c.count, o.dtype, opts), timeout);
     case BenchCollective::kSendRecv: {
+      // Ring exchange. The group serialises operations in call order, so "isend; irecv; wait both"
+      // deadlocks when both peers send first; even ranks send first, odd ranks receive first.
       const int p = g.size(), r = g.rank();
-      auto send = g.Send(b.send, c.count, o.dtype, (r + 1) % p, 0, opts);
-      auto recv = g.Recv(b.recv, c.count, o.dtype, (r - 1 + p) % p, 0, opts);
-      Status s = send.ok() ? (*send)->Wait(timeout) : send.status();
-      Status s2 = recv.ok() ? (*recv)->Wait(timeout) : recv.status();
-      return s.ok() ? s2 : s;
+      auto send = [&] { return WaitFor(g.Send(b.send, c.count, o.dtype, (r + 1) % p, 0, opts), timeout); };
+      auto recv = [&] { return WaitFor(g.Recv(b.recv, c.count, o.dtype, (r - 1 + p) % p, 0, opts), timeout); };
+      if (r % 2 == 0) {
+        COMMKIT_RETURN_IF_ERROR(send());
+        return recv();
+      }
+      COMMKIT_RETURN_IF_ERROR(recv());
+      return send();
     }
   }
   return Status::Internal("commkit-bench: unknown collective");
@@ -215,6 +221,18 @@ Result<Measurement> Measure(ProcessGroup& g, const BenchOptions& o, const Buffer
   return m;
 }
 
+// nccl-tests style: warm up at the largest size before the sweep (connections, allocations; also primes
+// Gloo's TCP send buffers, which otherwise stall on delayed ACKs when messages grow; platform-notes.md).
+Status Prime(ProcessGroup& g, const BenchOptions& o, std::size_t max_bytes, const SweepOptions& sweep) {
+  const CollectiveDescriptor& d = Describe(o.collective);
+  const BufferCounts c = d.counts(max_bytes, SizeOf(o.dtype), g.size());
+  const IterCounts it = ItersForSize(o, c.bytes);
+  Buffers b = Allocate(o, c, SizeOf(o.dtype), g.rank(), !d.has_out_of_place);
+  FillInputs(o, c, b, g.rank(), !d.has_out_of_place, 0);
+  for (int i = 0; i < std::max(1, it.warmup); ++i) COMMKIT_RETURN_IF_ERROR(RunOnce(g, o, c, b, sweep));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::vector<ResultRow>> RunSweep(ProcessGroup& group, const BenchOptions& o, const SweepOptions& sweep) {
@@ -222,6 +240,9 @@ Result<std::vector<ResultRow>> RunSweep(ProcessGroup& group, const BenchOptions&
   if (d.rooted && o.root >= group.size()) {
     return Status::InvalidArgument(
         StrCat("commkit-bench: -r/--root ", o.root, " is out of range for ", group.size(), " ranks"));
+  }
+  if (o.collective == BenchCollective::kSendRecv && group.size() < 2) {
+    return Status::InvalidArgument("commkit-bench: sendrecv needs at least 2 ranks (a ring of sends)");
   }
   if (sweep.raw == nullptr) {
     const CollectiveKind kind = d.kind;
@@ -235,6 +256,10 @@ Result<std::vector<ResultRow>> RunSweep(ProcessGroup& group, const BenchOptions&
                            SizeSweep(o.min_bytes, o.max_bytes, o.step_factor, o.step_bytes));
   std::vector<ResultRow> rows;
   const std::size_t elem = SizeOf(o.dtype);
+  if (Status s = Prime(group, o, sizes.back(), sweep); !s.ok()) {
+    return Status(s.code(), StrCat("commkit-bench: warmup of ", d.name, " at ", sizes.back(), " B on rank ",
+                                   group.rank(), "/", group.size(), ": ", s.message()));
+  }
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     const BufferCounts c = d.counts(sizes[k], elem, group.size());
     const IterCounts it = ItersForSize(o, c.bytes);

@@ -57,7 +57,7 @@ TEST(BenchE2E, CommkitRunProcesses) {
   auto r = RunCommand(run.string() + " -n 2 -- " + Bench() + " sendrecv -b 8 -e 4K -f 8 -w 1 -n 2 --format csv 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("backend,collective,size"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("gloo,sendrecv,4096,1024,float32,none,-1,2,out_of_place"), std::string::npos)
+  EXPECT_NE(r.output.find("gloo,sendrecv,4096,1024,f32,none,-1,2,out_of_place"), std::string::npos)
       << r.output;
 }
 

@@ -36,7 +36,7 @@ TEST(BenchReport, TableHasNcclTestsColumnsAndFooter) {
   ASSERT_EQ(fields.size(), 13u) << row;
   EXPECT_EQ(fields[0], "1024");
   EXPECT_EQ(fields[1], "256");
-  EXPECT_EQ(fields[2], "float32");
+  EXPECT_EQ(fields[2], "f32");
   EXPECT_EQ(fields[3], "sum");
   EXPECT_EQ(fields[5], "12.35");
   EXPECT_EQ(fields[6], "1.50");

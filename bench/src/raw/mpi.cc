@@ -1,6 +1,10 @@
 // Raw MPI baseline: MPI_Allreduce & co. on MPI_COMM_WORLD, blocking calls.
+// C API only (no Open MPI C++ bindings to link).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "commkit/common/strings.h"
@@ -49,6 +53,12 @@ Result<std::unique_ptr<RawCollective>> MakeMpi(const BenchOptions& o, int rank, 
   if (!initialized) {
     int provided = 0;
     COMMKIT_RETURN_IF_ERROR(Check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init"));
+    // We initialised MPI, so we finalise it at exit (unless someone else already did).
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
   }
   int mpi_rank = -1, mpi_size = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
