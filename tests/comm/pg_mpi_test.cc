@@ -98,6 +98,33 @@ TEST(PgMpi, SplitMapsToCommSplitAndNoColorRanksStayOut) {
   });
 }
 
+// A rank delayed past the others' timeout is named; the timed-out group is then unusable (its pending
+// MPI collective cannot be cancelled) and is left behind; later groups work normally.
+TEST(PgMpi, ARankDelayedPastTheTimeoutIsNamed) {
+  if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
+  RunRanks("mpi", World().size, [](ProcessGroup& pg) {
+    std::vector<float> buf(64, 1.0f);
+    COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
+    if (pg.rank() == 0) {
+      std::this_thread::sleep_for(5s);  // never joins allreduce #2
+      return;
+    }
+    auto work = pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 2s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(60s);
+    ASSERT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+    EXPECT_NE(s.message().find("allreduce #2"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("ranks that never reached allreduce #2: 0 (last at #1"), std::string::npos)
+        << s.message();
+    // The group cannot be used again (MPI cannot cancel the pending collective): later calls fail fast.
+    auto again = pg.Barrier({.timeout = 2s});
+    ASSERT_TRUE(again.ok());
+    Status b = (*again)->Wait(30s);
+    EXPECT_FALSE(b.ok());
+    EXPECT_NE(b.message().find("unusable"), std::string::npos) << b.message();
+  });
+}
+
 }  // namespace
 }  // namespace commkit::testing
 
