@@ -38,3 +38,12 @@ if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi)
       ENVIRONMENT "COMMKIT_TEST_DATA_DIR=${PROJECT_SOURCE_DIR}/tests/data")
   endforeach()
 endif()
+
+# Store-based mismatch fingerprints (the path device backends such as NCCL take).
+if(COMMKIT_HAVE_GLOO)
+  commkit_add_test(comm_pg_store_fingerprint_test
+    SOURCES pg_store_fingerprint_test.cc
+    LIBS commkit::comm
+    LABELS unit
+    TIMEOUT 120)
+endif()

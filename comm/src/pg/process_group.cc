@@ -154,6 +154,23 @@ class ProcessGroup::Impl {
   // exactly when all ranks agree. Cost: one 16-byte allreduce per operation.
   Status CheckFingerprint(const CollectiveArgs& args) {
     std::int64_t h = static_cast<std::int64_t>(FingerprintHash(args));
+    // Backends that cannot reduce host memory (NCCL) compare fingerprints through the store instead:
+    // one Set and one MultiGet per operation (and the previous key is deleted, so the store stays small).
+    if (!backend_->Supports(CollectiveKind::kAllreduce, DataType::kInt64, MemoryKind::kHost, ReduceKind::kMax)) {
+      std::string mine = std::to_string(h);
+      COMMKIT_RETURN_IF_ERROR(store_->Set(StrCat("fp/", args.sequence, "/", rank_), mine).WithContext(Who()));
+      std::vector<std::string> keys;
+      for (int r = 0; r < size_; ++r) keys.push_back(StrCat("fp/", args.sequence, "/", r));
+      auto all = store_->MultiGet(keys, args.timeout);
+      if (!all.ok()) return Diagnose(args, all.status());
+      // Everyone wrote #seq after reading #seq-1: this rank's previous key is no longer needed.
+      if (last_fp_seq_ != 0) (void)store_->Delete(StrCat("fp/", last_fp_seq_, "/", rank_));
+      last_fp_seq_ = args.sequence;
+      bool same = true;
+      for (const auto& v : *all) same = same && v == mine;
+      if (same) return Status::Ok();
+      return ReportMismatch(args);
+    }
     std::int64_t buf[2] = {h, -h};
     CollectiveArgs fp;
     fp.kind = CollectiveKind::kAllreduce;
@@ -169,7 +186,11 @@ class ProcessGroup::Impl {
     Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
     if (!s.ok()) return Diagnose(args, s);
     if (buf[0] == -buf[1]) return Status::Ok();
-    // They differ: every rank publishes its call and reads everyone's, so all report the same diff.
+    return ReportMismatch(args);
+  }
+
+  // The fingerprints differ: every rank publishes its call and reads everyone's, so all report the same diff.
+  Status ReportMismatch(const CollectiveArgs& args) {
     std::string key = StrCat("mismatch/", args.sequence, "/");
     (void)store_->Set(key + std::to_string(rank_), Describe(args));
     std::vector<std::string> keys;
@@ -323,6 +344,7 @@ class ProcessGroup::Impl {
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::uint64_t next_seq_ = 0;
+  std::uint64_t last_fp_seq_ = 0;  // worker thread only
   std::uint64_t next_p2p_seq_ = 0;
   std::atomic<std::uint64_t> entered_seq_{0};
   std::thread worker_, publisher_;
