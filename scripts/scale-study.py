@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Scaling study for commkit-bench: sweeps rank counts, writes plots and a Markdown report.
 
 For each rank count N in --ranks, runs one commkit-bench sweep (mpirun when available, so that the
