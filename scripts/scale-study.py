@@ -29,7 +29,7 @@ from collections import defaultdict
 def run_sweep(args, n):
     common = [args.bench, args.collective, "-b", args.minbytes, "-e", args.maxbytes, "-f", str(args.stepfactor),
               "-w", str(args.warmup), "-n", str(args.iters), "--format", "json", "--no-progress",
-              "--out-of-place-only"]
+              "--out-of-place-only", "--mismatch-check", str(args.mismatch_check)]
     if args.launcher == "mpirun":
         backends = args.backends
         cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n), "-x", "MASTER_ADDR=127.0.0.1",
@@ -245,6 +245,7 @@ def main():
     p.add_argument("-n", "--iters", type=int, default=20)
     p.add_argument("--predictions", help="JSON of predicted busbw per backend/nranks/size")
     p.add_argument("--from-results", help="re-plot an existing results.jsonl instead of running")
+    p.add_argument("--mismatch-check", type=int, default=1, choices=[0, 1])
     p.add_argument("--port", type=int, default=29700)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--out", default="scale-study")

@@ -161,6 +161,10 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   app.add_option("--local", o.local_ranks, "run N ranks as threads in this process (HashStore)");
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
+  int mismatch = 1;
+  app.add_option("--mismatch-check", mismatch,
+                 "the process group's cross-rank mismatch check (0/1; costs one small allreduce per call)")
+      ->capture_default_str();
   (void)in_place_only;
 
   std::vector<std::string> args(argv.size() > 1 ? argv.begin() + 1 : argv.end(), argv.end());
@@ -219,6 +223,7 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   if (!Describe(o.collective).has_out_of_place) o.out_of_place = false;
   o.check = check != 0;
   o.progress = !no_progress;
+  o.mismatch_check = mismatch != 0;
   const std::string f = Lower(format);
   if (f == "table") {
     o.format = OutputFormat::kTable;

@@ -81,6 +81,8 @@ TEST(BenchOptions, DefaultsAndFullCommandLine) {
   EXPECT_EQ(o->backends, (std::vector<std::string>{"gloo", "mpi"}));
   EXPECT_EQ(o->local_ranks, 2);
   EXPECT_FALSE(o->check);
+  EXPECT_TRUE(o->mismatch_check);
+  EXPECT_FALSE(Parse({"--mismatch-check", "0"})->mismatch_check);
 }
 
 TEST(BenchOptions, OnePlacementCollectives) {

@@ -50,6 +50,7 @@ RankOutcome RunRank(const std::shared_ptr<Store>& store, int rank, int nranks, i
     pgo.name = StrCat("bench-", backend);
     pgo.timeout = std::chrono::seconds(o.timeout_s);
     pgo.local_rank = local_rank;
+    pgo.check_mismatch = o.mismatch_check;
     auto group = ProcessGroup::Create(std::make_shared<PrefixStore>(StrCat("bench/", bi, "/"), store), rank,
                                       nranks, pgo);
     if (!group.ok()) {
@@ -100,7 +101,7 @@ std::string Render(const BenchOptions& o, const std::vector<ResultRow>& rows, co
     case OutputFormat::kTable:
       out << "# " << command << "\n";
       out << "# collective " << ToString(o.collective) << ", nranks " << nranks << ", type " << ToString(o.dtype)
-          << ", warmup " << o.warmup << ", iters " << o.iters << " (fewer above " << o.large_bytes << " B)\n#\n";
+          << ", mismatch check " << (o.mismatch_check ? "on" : "off") << ", warmup " << o.warmup << ", iters " << o.iters << " (fewer above " << o.large_bytes << " B)\n#\n";
       for (const std::string& label : labels) {
         std::vector<ResultRow> mine;
         for (const ResultRow& r : rows) {

@@ -41,6 +41,9 @@ struct BenchOptions {
   int local_ranks = 0;             // --local N: N threads in this process over a HashStore
   int timeout_s = 120;             // per-operation timeout
   bool progress = true;            // progress bar on a TTY (--no-progress)
+  // ProcessGroupOptions::check_mismatch (one extra 16-byte allreduce per collective when on);
+  // --mismatch-check 0 measures the wrapper without it. COMMKIT_CHECK_MISMATCH still overrides.
+  bool mismatch_check = true;
 };
 
 // "8", "64K", "1M", "2G", "1.5K", "16KiB", "4MB" (binary multiples, as nccl-tests). Error on garbage,
