@@ -52,7 +52,7 @@ const Measurement* Primary(const ResultRow& row) {
 
 std::string TableHeader() {
   return StrCat(
-      Format("#%67s%30s%32s\n", "", "out-of-place", "in-place"),
+      Format("#%53s%33s%33s\n", "", "out-of-place", "in-place"),
       Format("# %12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count", "type",
              "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong"),
       Format("# %12s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)", "", "",
