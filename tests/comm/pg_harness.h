@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -46,14 +47,43 @@ inline ProcessWorld& World() {
 inline std::vector<int> ForkRanks(const std::string& backend, int size, const std::function<int(ProcessGroup&)>& body,
                                   ProcessGroupOptions options = {},
                                   std::chrono::milliseconds limit = std::chrono::seconds(240)) {
-  TcpStoreServerOptions so;
-  so.host = "127.0.0.1";
-  so.port = 0;
-  so.token = "pg-fork";
-  auto server = TcpStoreServer::Start(so);
-  EXPECT_TRUE(server.ok()) << server.status().ToString();
-  if (!server.ok()) return {};
-  const int port = (*server)->port();
+  // The store server runs in its own forked process, so this process has no threads when it forks the
+  // ranks (a lock held by another thread at fork time would deadlock a child).
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return {};
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t server_pid = ::fork();
+  if (server_pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::close(fds[0]);
+    TcpStoreServerOptions so;
+    so.host = "127.0.0.1";
+    so.port = 0;
+    so.token = "pg-fork";
+    auto server = TcpStoreServer::Start(so);
+    int port = server.ok() ? (*server)->port() : -1;
+    if (!server.ok()) std::fprintf(stderr, "store server: %s\n", server.status().ToString().c_str());
+    (void)!::write(fds[1], &port, sizeof port);
+    ::close(fds[1]);
+    while (true) ::pause();  // killed by the parent
+  }
+  ::close(fds[1]);
+  int port = -1;
+  if (::read(fds[0], &port, sizeof port) != static_cast<ssize_t>(sizeof port)) port = -1;
+  ::close(fds[0]);
+  struct ServerReaper {
+    pid_t pid;
+    ~ServerReaper() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{server_pid};
+  EXPECT_GT(port, 0) << "the store server did not start";
+  if (port <= 0) return {};
   options.backend = backend;
   if (options.timeout == ProcessGroupOptions{}.timeout) options.timeout = std::chrono::seconds(60);
   std::fflush(stdout);
