@@ -51,6 +51,18 @@ TEST(BenchE2E, LocalThreadsTableAndJson) {
   }
 }
 
+TEST(BenchE2E, RawGlooBaselineSideBySide) {
+  auto r = RunCommand(Bench() + " allreduce --local 2 --raw gloo -b 8 -e 4K -f 8 -w 1 -n 2 --format json 2>&1");
+  if (r.output.find("not compiled into this build") != std::string::npos) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int raw_rows = 0;
+  for (const auto& j : JsonRows(r.output)) {
+    EXPECT_EQ(j["wrong"], 0) << j.dump();
+    if (j["backend"] == "raw-gloo") ++raw_rows;
+  }
+  EXPECT_EQ(raw_rows, 8) << r.output;  // 8, 64, 512, 4096 B x out-of-place and in-place
+}
+
 TEST(BenchE2E, CommkitRunProcesses) {
   const auto run = BinDir() / "commkit-run";
   if (!std::filesystem::exists(run)) GTEST_SKIP() << "commkit-run not built";

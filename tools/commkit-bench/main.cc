@@ -66,7 +66,7 @@ RankOutcome RunRank(const std::shared_ptr<Store>& store, int rank, int nranks, i
     }
     out.rows.insert(out.rows.end(), rows->begin(), rows->end());
     if (bi == 0 && !o.raw.empty()) {
-      auto raw = MakeRawCollective(o.raw, o, rank, nranks);
+      auto raw = MakeRawCollective(o.raw, o, rank, nranks, std::make_shared<PrefixStore>("bench/raw/", store));
       if (!raw.ok()) {
         out.status = raw.status();
         return out;

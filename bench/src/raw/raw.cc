@@ -9,13 +9,19 @@ std::vector<std::string> RawLibraries() {
 #if defined(COMMKIT_BENCH_RAW_MPI)
   libs.emplace_back("mpi");
 #endif
+#if defined(COMMKIT_BENCH_RAW_GLOO)
+  libs.emplace_back("gloo");
+#endif
   return libs;
 }
 
 Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
-                                                         int nranks) {
+                                                         int nranks, std::shared_ptr<Store> store) {
 #if defined(COMMKIT_BENCH_RAW_MPI)
   if (lib == "mpi") return raw::MakeMpi(options, rank, nranks);
+#endif
+#if defined(COMMKIT_BENCH_RAW_GLOO)
+  if (lib == "gloo") return raw::MakeGloo(options, rank, nranks, std::move(store));
 #endif
   const std::vector<std::string> libs = RawLibraries();
   return Status::Unavailable(StrCat("commkit-bench: --raw ", lib, ": not compiled into this build (raw baselines: ",

@@ -6,5 +6,7 @@
 namespace commkit::bench::raw {
 
 Result<std::unique_ptr<RawCollective>> MakeMpi(const BenchOptions& options, int rank, int nranks);
+Result<std::unique_ptr<RawCollective>> MakeGloo(const BenchOptions& options, int rank, int nranks,
+                                                std::shared_ptr<commkit::Store> store);
 
 }  // namespace commkit::bench::raw

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commkit/bench/runner.h"
+#include "commkit/comm/store.h"
 
 namespace commkit::bench {
 
@@ -20,7 +21,8 @@ std::vector<std::string> RawLibraries();
 // (must match the library's own rank numbering). Unavailable when the library is not compiled in or
 // not launched suitably (MPI outside mpirun/srun, or --local threads); NotSupported for a
 // collective/type/op the library lacks.
+// `store` is the job's store (gloo connects its own context through it; mpi ignores it).
 Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
-                                                         int nranks);
+                                                         int nranks, std::shared_ptr<Store> store = nullptr);
 
 }  // namespace commkit::bench
