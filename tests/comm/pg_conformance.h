@@ -4,6 +4,7 @@
 // reference, in place and out of place, and split groups.
 #pragma once
 
+#include <cctype>
 #include <numeric>
 #include <tuple>
 
@@ -22,7 +23,10 @@ class PgConformance : public ::testing::TestWithParam<PgParam> {
 };
 
 inline std::string PgParamName(const ::testing::TestParamInfo<PgParam>& info) {
-  return std::get<0>(info.param) + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
+  std::string name = std::get<0>(info.param);
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';  // "gloo+fork" -> "gloo_fork"
+  return name + "_" + std::to_string(std::get<1>(info.param)) + "ranks";
 }
 
 constexpr DataType kAllTypes[] = {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,

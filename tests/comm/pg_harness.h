@@ -1,10 +1,17 @@
-// Test harness for process groups: run N ranks as threads on one HashStore, typed buffer helpers
+// Test harness for process groups: run N ranks as threads on one HashStore, as forked processes over a
+// TcpStore, or as mpirun-launched processes, typed buffer helpers
 // and an independent reference.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -12,45 +19,166 @@
 #include <vector>
 
 #include "commkit/comm/hash_store.h"
+#include "commkit/comm/prefix_store.h"
+#include "commkit/comm/tcp_store.h"
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/reduce_kernels.h"
-#include "commkit/comm/rendezvous.h"
 
 namespace commkit::testing {
 
-// Process mode (COMMKIT_TEST_PROCESSES=1, under mpirun or commkit-run): this process is one rank of
-// the launcher's job; a test whose rank count differs from the job's is skipped.
-inline bool ProcessMode() {
-  const char* v = std::getenv("COMMKIT_TEST_PROCESSES");
-  return v != nullptr && std::string(v) == "1";
+// Process mode, set by a test main launched by mpirun: this process is rank `rank` of `size`, and every
+// RunRanks() call creates one group over a fresh prefix of `store` (the same on every rank, as every
+// rank runs the same tests in the same order).
+struct ProcessWorld {
+  int rank = -1;
+  int size = 0;
+  std::shared_ptr<Store> store;
+  int runs = 0;
+};
+inline ProcessWorld& World() {
+  static ProcessWorld world;
+  return world;
 }
 
-// Runs body(pg) on `size` ranks: threads with their own ProcessGroup over one HashStore, or in process
-// mode the one rank this process is (every process runs the tests in the same order, so each group
-// gets the same name on every rank).
-inline void RunRanks(const std::string& backend, int size, const std::function<void(ProcessGroup&)>& body,
-                     ProcessGroupOptions options = {}) {
+// Runs body(pg) on `size` ranks, each in a forked child process with its own TcpStore client of a
+// server in this process. Returns each child's exit code (body's return value), or -signal when a
+// child was killed. Children still running after `limit` are killed (SIGKILL) and reported as -9, so
+// nothing hangs. Children leave with _exit() (no static destructors of the parent run twice).
+inline std::vector<int> ForkRanks(const std::string& backend, int size, const std::function<int(ProcessGroup&)>& body,
+                                  ProcessGroupOptions options = {},
+                                  std::chrono::milliseconds limit = std::chrono::seconds(240)) {
+  // The store server runs in its own forked process, so this process has no threads when it forks the
+  // ranks (a lock held by another thread at fork time would deadlock a child).
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return {};
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t server_pid = ::fork();
+  if (server_pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    ::close(fds[0]);
+    TcpStoreServerOptions so;
+    so.host = "127.0.0.1";
+    so.port = 0;
+    so.token = "pg-fork";
+    auto server = TcpStoreServer::Start(so);
+    int port = server.ok() ? (*server)->port() : -1;
+    if (!server.ok()) std::fprintf(stderr, "store server: %s\n", server.status().ToString().c_str());
+    (void)!::write(fds[1], &port, sizeof port);
+    ::close(fds[1]);
+    while (true) ::pause();  // killed by the parent
+  }
+  ::close(fds[1]);
+  int port = -1;
+  if (::read(fds[0], &port, sizeof port) != static_cast<ssize_t>(sizeof port)) port = -1;
+  ::close(fds[0]);
+  struct ServerReaper {
+    pid_t pid;
+    ~ServerReaper() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reaper{server_pid};
+  EXPECT_GT(port, 0) << "the store server did not start";
+  if (port <= 0) return {};
   options.backend = backend;
   if (options.timeout == ProcessGroupOptions{}.timeout) options.timeout = std::chrono::seconds(60);
-  if (ProcessMode()) {
-    static std::shared_ptr<Store> store;
-    static int world = 0, me = 0, groups = 0;
-    if (!store) {
-      auto rdzv = RendezvousFromEnvironment();
-      ASSERT_TRUE(rdzv.ok()) << rdzv.status().ToString();
-      store = rdzv->store;
-      world = rdzv->info.world_size;
-      me = rdzv->info.rank;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < size; ++rank) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      {
+        TcpStoreOptions o;
+        o.port = port;
+        o.token = "pg-fork";
+        o.timeout = options.timeout;
+        auto store = TcpStore::Create(o);
+        if (!store.ok()) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, store.status().ToString().c_str());
+          code = 90;
+        } else {
+          auto pg = ProcessGroup::Create(std::shared_ptr<Store>(std::move(store).value()), rank, size, options);
+          if (!pg.ok()) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, pg.status().ToString().c_str());
+            code = 91;
+          } else {
+            code = body(**pg);
+            if (::testing::Test::HasFailure() && code == 0) code = 1;
+          }
+        }
+      }
+      std::fflush(stdout);
+      std::fflush(stderr);
+      ::_exit(code);
     }
-    if (size != world) GTEST_SKIP() << "process mode: the job has " << world << " ranks, this case needs " << size;
-    options.name = "conformance-" + std::to_string(++groups);
-    auto pg = ProcessGroup::Create(store, me, world, options);
-    ASSERT_TRUE(pg.ok()) << "rank " << me << ": " << pg.status().ToString();
+    pids.push_back(pid);
+  }
+  std::vector<int> codes(pids.size(), 0);
+  std::vector<bool> done(pids.size(), false);
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  std::size_t remaining = pids.size();
+  while (remaining > 0) {
+    for (std::size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int status = 0;
+      if (::waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
+      done[i] = true;
+      --remaining;
+      codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    if (remaining == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "forked ranks still running after " << limit.count() << " ms: killed";
+      for (std::size_t i = 0; i < pids.size(); ++i)
+        if (!done[i]) ::kill(pids[i], SIGKILL);
+      for (std::size_t i = 0; i < pids.size(); ++i) {
+        if (done[i]) continue;
+        int status = 0;
+        ::waitpid(pids[i], &status, 0);
+        codes[i] = -SIGKILL;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return codes;
+}
+
+// Runs body(pg) on `size` ranks. `backend_spec` is a backend name ("gloo": ranks are threads over one
+// HashStore), or "<name>+fork" (ranks are forked processes over a TcpStore). Under mpirun (World() set)
+// every spec runs body once in this process, as the launcher's rank.
+inline void RunRanks(const std::string& backend_spec, int size, const std::function<void(ProcessGroup&)>& body,
+                     ProcessGroupOptions options = {}) {
+  std::string backend = backend_spec;
+  bool fork_mode = false;
+  if (auto plus = backend.find("+fork"); plus != std::string::npos) {
+    backend = backend.substr(0, plus);
+    fork_mode = true;
+  }
+  options.backend = backend;
+  if (options.timeout == ProcessGroupOptions{}.timeout) options.timeout = std::chrono::seconds(60);
+  if (World().size > 0) {
+    ASSERT_EQ(size, World().size) << "under mpirun the group is the launcher's world";
+    auto store = std::make_shared<PrefixStore>("run" + std::to_string(++World().runs), World().store);
+    auto pg = ProcessGroup::Create(store, World().rank, size, options);
+    ASSERT_TRUE(pg.ok()) << "rank " << World().rank << ": " << pg.status().ToString();
     body(**pg);
     return;
   }
-  // MPI ranks are processes (one MPI_COMM_WORLD rank each): multi-rank cases run under mpirun.
-  if (backend == "mpi" && size > 1) GTEST_SKIP() << "mpi ranks are processes: see the comm_pg_mpi_processes_N tests";
+  if (fork_mode) {
+    auto codes = ForkRanks(backend, size, [&](ProcessGroup& pg) {
+      body(pg);
+      return ::testing::Test::HasFailure() ? 1 : 0;
+    }, options);
+    for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "forked rank " << r << " failed (see its output above)";
+    return;
+  }
   auto store = std::make_shared<HashStore>();
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {

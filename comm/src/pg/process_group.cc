@@ -5,6 +5,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "commkit/comm/prefix_store.h"
@@ -150,13 +151,27 @@ class ProcessGroup::Impl {
   }
 
   // Every rank contributes [h, -h] of its call's fingerprint to a MAX allreduce: max(h) == -max(-h)
-  // exactly when all ranks agree. Cost: one 16-byte allreduce per operation. Backends without host
-  // allreduce (NCCL) exchange the fingerprints through the store instead (one set and one multi-get).
+  // exactly when all ranks agree. Cost: one 16-byte allreduce per operation.
   Status CheckFingerprint(const CollectiveArgs& args) {
     std::int64_t h = static_cast<std::int64_t>(FingerprintHash(args));
+    // Backends that cannot reduce host memory (NCCL) compare fingerprints through the store instead:
+    // one Set and one MultiGet per operation (and the previous key is deleted, so the store stays small).
+    if (!backend_->Supports(CollectiveKind::kAllreduce, DataType::kInt64, MemoryKind::kHost, ReduceKind::kMax)) {
+      std::string mine = std::to_string(h);
+      COMMKIT_RETURN_IF_ERROR(store_->Set(StrCat("fp/", args.sequence, "/", rank_), mine).WithContext(Who()));
+      std::vector<std::string> keys;
+      for (int r = 0; r < size_; ++r) keys.push_back(StrCat("fp/", args.sequence, "/", r));
+      auto all = store_->MultiGet(keys, args.timeout);
+      if (!all.ok()) return Diagnose(args, all.status());
+      // Everyone wrote #seq after reading #seq-1: this rank's previous key is no longer needed.
+      if (last_fp_seq_ != 0) (void)store_->Delete(StrCat("fp/", last_fp_seq_, "/", rank_));
+      last_fp_seq_ = args.sequence;
+      bool same = true;
+      for (const auto& v : *all) same = same && v == mine;
+      if (same) return Status::Ok();
+      return ReportMismatch(args);
+    }
     std::int64_t buf[2] = {h, -h};
-    if (!backend_->Supports(CollectiveKind::kAllreduce, DataType::kInt64, MemoryKind::kHost, ReduceKind::kMax))
-      return CheckFingerprintThroughStore(args);
     CollectiveArgs fp;
     fp.kind = CollectiveKind::kAllreduce;
     fp.send = buf;
@@ -174,21 +189,7 @@ class ProcessGroup::Impl {
     return ReportMismatch(args);
   }
 
-  Status CheckFingerprintThroughStore(const CollectiveArgs& args) {
-    std::string base = StrCat("fp/", args.sequence, "/");
-    COMMKIT_RETURN_IF_ERROR(store_->Set(base + std::to_string(rank_), Describe(args)).WithContext(Who()));
-    std::vector<std::string> keys;
-    for (int r = 0; r < size_; ++r) keys.push_back(base + std::to_string(r));
-    auto all = store_->MultiGet(keys, args.timeout);
-    if (!all.ok()) return Diagnose(args, all.status());
-    // Keep the store small: the fingerprint of two operations ago is no longer read by anyone.
-    if (args.sequence > 2) (void)store_->Delete(StrCat("fp/", args.sequence - 2, "/", rank_));
-    for (const auto& d : *all)
-      if (d != (*all)[static_cast<std::size_t>(rank_)]) return ReportMismatch(args);
-    return Status::Ok();
-  }
-
-  // Every rank publishes its call and reads everyone's, so all report the same per-rank diff.
+  // The fingerprints differ: every rank publishes its call and reads everyone's, so all report the same diff.
   Status ReportMismatch(const CollectiveArgs& args) {
     std::string key = StrCat("mismatch/", args.sequence, "/");
     (void)store_->Set(key + std::to_string(rank_), Describe(args));
@@ -206,33 +207,97 @@ class ProcessGroup::Impl {
                                    "\n  Every rank must issue the same collectives in the same order."));
   }
 
-  // Enriches a failure with the ranks that had not reached this operation (from the progress keys).
+  // One peer's "progress/<rank>" entry: the last sequence number it entered and its heartbeat time.
+  struct Progress {
+    bool present = false;
+    std::int64_t seq = 0;
+    std::int64_t when = 0;
+  };
+  // nullopt when the store itself is unreachable.
+  std::optional<Progress> ReadProgress(int r) {
+    std::string key = StrCat("progress/", r);
+    auto present = store_->Check({key});
+    if (!present.ok()) return std::nullopt;
+    Progress p;
+    if (!*present) return p;
+    auto v = store_->Get(key, std::chrono::seconds(2));
+    if (!v.ok()) return p;
+    auto parts = commkit::Split(*v, ' ');
+    auto seq = parts.size() == 2 ? ParseInt(parts[0]) : std::nullopt;
+    auto when = parts.size() == 2 ? ParseInt(parts[1]) : std::nullopt;
+    if (!seq || !when) return p;
+    p.present = true;
+    p.seq = *seq;
+    p.when = *when;
+    return p;
+  }
+
+  // Enriches a failure with the ranks that had not reached this operation and the ranks that stopped
+  // sending heartbeats (dead or hung) — from the progress keys. Every rank publishes a heartbeat each
+  // second, so a peer whose heartbeat does not move for kSilence is named as silent; the wait for that
+  // happens only on this failure path and is bounded by kSilence.
   Status Diagnose(const CollectiveArgs& args, const Status& failure) {
+    constexpr auto kSilence = std::chrono::milliseconds(2500);
+    constexpr int kMaxNamed = 64;
     std::vector<std::string> behind;
+    std::vector<int> peers;
+    std::vector<Progress> first;
     std::int64_t now = UnixMs();
-    for (int r = 0; r < size_ && r < 64; ++r) {
+    bool store_ok = true;
+    for (int r = 0; r < size_ && static_cast<int>(peers.size()) < kMaxNamed; ++r) {
       if (r == rank_) continue;
-      std::string key = StrCat("progress/", r);
-      auto present = store_->Check({key});
-      if (!present.ok()) break;  // the store itself is gone: say nothing more
-      if (!*present) {
+      auto p = ReadProgress(r);
+      if (!p) {
+        store_ok = false;  // the store itself is gone: say nothing more
+        break;
+      }
+      peers.push_back(r);
+      first.push_back(*p);
+    }
+    // Heartbeats: which peers stay silent (only worth waiting for on errors other than our own timeout
+    // of a healthy-but-late peer; it is bounded either way).
+    std::vector<bool> silent(peers.size(), false);
+    if (store_ok && !peers.empty()) {
+      auto deadline = Clock::now() + kSilence;
+      std::vector<bool> moved(peers.size(), false);
+      std::size_t unmoved = peers.size();
+      while (unmoved > 0 && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        for (std::size_t i = 0; i < peers.size(); ++i) {
+          if (moved[i]) continue;
+          auto p = ReadProgress(peers[i]);
+          if (!p) {
+            unmoved = 0;
+            break;
+          }
+          if (p->present && (!first[i].present || p->when != first[i].when || p->seq != first[i].seq)) {
+            moved[i] = true;
+            --unmoved;
+          }
+        }
+      }
+      for (std::size_t i = 0; i < peers.size(); ++i) silent[i] = !moved[i] && Clock::now() >= deadline;
+    }
+    std::vector<std::string> dead;
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      const int r = peers[i];
+      const Progress& p = first[i];
+      if (!p.present) {
         behind.push_back(StrCat(r, " (never started an operation)"));
         continue;
       }
-      auto v = store_->Get(key, std::chrono::seconds(2));
-      if (!v.ok()) continue;
-      auto parts = commkit::Split(*v, ' ');
-      auto seq = parts.size() == 2 ? ParseInt(parts[0]) : std::nullopt;
-      auto when = parts.size() == 2 ? ParseInt(parts[1]) : std::nullopt;
-      if (!seq || !when) continue;
-      if (static_cast<std::uint64_t>(*seq) < args.sequence) {
-        std::string detail = StrCat(r, " (last at #", *seq);
-        if (now - *when > 5000) detail += StrCat(", silent for ", HumanSeconds((now - *when) / 1000.0), ": dead or hung?");
-        behind.push_back(detail + ")");
+      std::string silence = silent[i] ? StrCat(", no heartbeat for ", HumanSeconds((now - p.when) / 1000.0 + 2.5),
+                                                ": dead or hung?")
+                                      : "";
+      if (static_cast<std::uint64_t>(p.seq) < args.sequence) {
+        behind.push_back(StrCat(r, " (last at #", p.seq, silence, ")"));
+      } else if (silent[i]) {
+        dead.push_back(StrCat(r, " (inside #", p.seq, silence, ")"));
       }
     }
     std::string msg = StrCat(Who(), ": ", OpName(args), " (", Describe(args), ") failed: ", failure.message());
     if (!behind.empty()) msg += StrCat("; ranks that never reached ", OpName(args), ": ", Join(behind, ", "));
+    if (!dead.empty()) msg += StrCat("; ranks that stopped responding: ", Join(dead, ", "));
     return Status(failure.code(), msg);
   }
 
@@ -279,6 +344,7 @@ class ProcessGroup::Impl {
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   std::uint64_t next_seq_ = 0;
+  std::uint64_t last_fp_seq_ = 0;  // worker thread only
   std::uint64_t next_p2p_seq_ = 0;
   std::atomic<std::uint64_t> entered_seq_{0};
   std::thread worker_, publisher_;
@@ -443,6 +509,20 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
     if (!c || !k) return Status::DataLoss(StrCat(p.Who(), ": split #", split_id, ": malformed entry of rank ", r));
     if (*c == color) members.push_back({{static_cast<int>(*k), r}, r});
   }
+  if (color < 0) {
+    // Backends whose split is collective over the parent (MPI_Comm_split, ncclCommSplit) need every
+    // rank, including those that join no sub-group; they return no backend for a negative color.
+    BackendContext none;
+    none.rank = -1;
+    none.size = 0;
+    none.group_name = StrCat(p.name(), "/split", split_id, "(none)");
+    none.timeout = p.options().timeout;
+    none.local_rank = p.options().local_rank;
+    none.device = p.options().device;
+    auto backend = p.backend().Split(none, color, key);
+    if (!backend.ok()) return backend.status().WithContext(StrCat(p.Who(), ": split"));
+    return std::unique_ptr<ProcessGroup>();
+  }
   std::sort(members.begin(), members.end());
   int new_rank = 0;
   for (int i = 0; i < static_cast<int>(members.size()); ++i)
@@ -458,10 +538,8 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Split(int color, int key) {
   ctx.timeout = o.timeout;
   ctx.local_rank = o.local_rank;
   ctx.device = o.device;
-  // Every rank calls the backend's split, members or not (MPI_Comm_split is collective).
   auto backend = p.backend().Split(ctx, color, key);
   if (!backend.ok()) return backend.status().WithContext(StrCat(p.Who(), ": split"));
-  if (color < 0 || *backend == nullptr) return std::unique_ptr<ProcessGroup>();
   return std::unique_ptr<ProcessGroup>(
       new ProcessGroup(std::make_unique<Impl>(child_store, new_rank, ctx.size, o, std::move(backend).value())));
 }

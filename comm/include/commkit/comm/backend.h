@@ -80,7 +80,8 @@ class Backend {
   virtual Result<std::unique_ptr<Work>> Run(const CollectiveArgs& args) = 0;
 
   // A new backend for the ranks that pass the same color, ordered by (key, rank); called by every
-  // rank of the group. `context` describes the new group (rank, size, store).
+  // rank of the group, including ranks with a negative color (they join no sub-group: return nullptr;
+  // their `context` has size 0). `context` describes the new group (rank, size, store).
   virtual Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int key) = 0;
 
   // Stops outstanding work (bounded in time) so that waiting calls return; the backend is unusable

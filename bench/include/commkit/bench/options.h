@@ -1,0 +1,74 @@
+// commkit-bench options and their parsing (CLI11 inside options.cc). Parsing is a pure function of
+// argv so that argument errors are unit-tested without running anything.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commkit/bench/collective.h"
+#include "commkit/comm/types.h"
+#include "commkit/common/status.h"
+
+namespace commkit::bench {
+
+enum class OutputFormat : unsigned char { kTable, kJson, kCsv };
+std::string_view ToString(OutputFormat format);
+
+struct BenchOptions {
+  BenchCollective collective = BenchCollective::kAllreduce;
+  std::vector<std::string> backends = {"gloo"};  // one, or several with --compare
+  std::string raw;                 // --raw <lib>: also run the library directly ("mpi", "gloo")
+  std::size_t min_bytes = 8;       // -b
+  std::size_t max_bytes = 1 << 20;  // -e
+  double step_factor = 2;          // -f (used when step_bytes == 0)
+  std::size_t step_bytes = 0;      // -i
+  DataType dtype = DataType::kFloat32;  // -d
+  ReduceOp op = ReduceOp::Sum();   // -o
+  int root = 0;                    // -r
+  int warmup = 5;                  // -w
+  int iters = 20;                  // -n
+  // Above this size the iteration and warmup counts shrink so that each size moves about
+  // `iters * large_bytes` bytes (at least 2 iterations, 1 warmup).
+  std::size_t large_bytes = 16u << 20;
+  bool out_of_place = true;
+  bool in_place = true;
+  bool check = true;               // -c 0 disables verification
+  OutputFormat format = OutputFormat::kTable;
+  std::string output_path;         // --output FILE (stdout when empty)
+  int local_ranks = 0;             // --local N: N threads in this process over a HashStore
+  int timeout_s = 120;             // per-operation timeout
+  bool progress = true;            // progress bar on a TTY (--no-progress)
+  // ProcessGroupOptions::check_mismatch (one extra 16-byte allreduce per collective when on);
+  // --mismatch-check 0 measures the wrapper without it. COMMKIT_CHECK_MISMATCH still overrides.
+  bool mismatch_check = true;
+};
+
+// "8", "64K", "1M", "2G", "1.5K", "16KiB", "4MB" (binary multiples, as nccl-tests). Error on garbage,
+// negative or overflowing values.
+Result<std::size_t> ParseSize(std::string_view text);
+
+// "float"/"float32"/"f32", "double"/"float64", "half"/"float16", "bfloat16", "int8", "uint8",
+// "int32"/"int", "int64".
+Result<DataType> ParseDataType(std::string_view text);
+// "sum", "prod", "min", "max", "avg".
+Result<ReduceOp> ParseReduceOp(std::string_view text);
+
+// The sizes of the sweep: min, then *factor (or +increment) while <= max. Validates the range.
+Result<std::vector<std::size_t>> SizeSweep(std::size_t min_bytes, std::size_t max_bytes, double factor,
+                                           std::size_t increment);
+
+// Warmup and timed iterations for one size (fewer for sizes above options.large_bytes).
+struct IterCounts {
+  int warmup = 0;
+  int iters = 0;
+};
+IterCounts ItersForSize(const BenchOptions& options, std::size_t bytes);
+
+// Parses the command line (argv[0] is the program name). `--help` returns a Status with code
+// kAborted whose message is the help text (print it, exit 0); other errors are InvalidArgument.
+Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv);
+
+}  // namespace commkit::bench

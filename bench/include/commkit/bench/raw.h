@@ -1,0 +1,28 @@
+// --raw baselines: the same collective called on the underlying library directly (MPI_Allreduce, ...)
+// in the same binary, so that the process-group wrapper's overhead is measured side by side.
+// The library headers appear only in bench/src/raw/<lib>.cc, each compiled only when the library
+// was found at configure time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commkit/bench/runner.h"
+#include "commkit/comm/store.h"
+
+namespace commkit::bench {
+
+// The libraries compiled into this build ("mpi", ...).
+std::vector<std::string> RawLibraries();
+
+// A raw baseline for `lib` running options.collective on `nranks` ranks where this process is `rank`
+// (must match the library's own rank numbering). Unavailable when the library is not compiled in or
+// not launched suitably (MPI outside mpirun/srun, or --local threads); NotSupported for a
+// collective/type/op the library lacks.
+// `store` is the job's store (gloo connects its own context through it; mpi ignores it).
+Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
+                                                         int nranks, std::shared_ptr<Store> store = nullptr);
+
+}  // namespace commkit::bench

@@ -1,0 +1,59 @@
+// Results of a sweep and their three output formats: the nccl-tests table, JSON lines and CSV.
+// Formatting is pure (strings in, strings out) so that the formats are unit-tested.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "commkit/bench/collective.h"
+#include "commkit/bench/options.h"
+
+namespace commkit::bench {
+
+// One placement (out-of-place or in-place) of one size.
+struct Measurement {
+  bool valid = false;       // false: not run (no in-place variant, or disabled)
+  double time_us = 0;       // mean time per iteration, max over ranks
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  long long wrong = -1;     // elements wrong, summed over ranks; -1: not checked
+};
+
+struct ResultRow {
+  std::string backend;      // "gloo", "mpi", "raw-mpi", ...
+  BenchCollective collective = BenchCollective::kAllreduce;
+  std::size_t bytes = 0;    // the measured size (nccl-tests "size")
+  std::size_t count = 0;    // elements (nccl-tests "count")
+  DataType dtype = DataType::kFloat32;
+  std::string op;           // "sum" ... or "none"
+  int root = -1;            // -1 when the collective has no root
+  int nranks = 0;
+  int warmup = 0;
+  int iters = 0;
+  Measurement out_of_place;
+  Measurement in_place;
+};
+
+// Header lines of the table (start with '#'), e.g. "# commkit-bench allreduce backend=gloo nranks=2".
+std::string TableHeader();
+std::string TableRow(const ResultRow& row);
+// Footer: "# Out of bounds values : 0 OK" and "# Avg bus bandwidth    : 1.234" (over all valid cells).
+std::string TableFooter(const std::vector<ResultRow>& rows);
+
+// One JSON object per row and placement, newline-terminated, keys: backend, collective, size, count,
+// type, redop, root, nranks, placement ("out_of_place"/"in_place"), time_us, algbw_gbps, busbw_gbps,
+// wrong, warmup, iters.
+std::string JsonLines(const ResultRow& row);
+
+std::string CsvHeader();
+std::string CsvRows(const ResultRow& row);
+
+// --compare: per size, busbw of each backend and its ratio to the first backend (out-of-place, or
+// in-place when out-of-place did not run). `rows` holds the rows of all backends.
+std::string CompareTable(const std::vector<std::string>& backends, const std::vector<ResultRow>& rows);
+
+// Total wrong elements over all rows (unchecked cells count 0).
+long long TotalWrong(const std::vector<ResultRow>& rows);
+
+}  // namespace commkit::bench

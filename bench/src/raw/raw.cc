@@ -1,0 +1,32 @@
+#include "raw/raw.h"
+
+#include "commkit/common/strings.h"
+
+namespace commkit::bench {
+
+std::vector<std::string> RawLibraries() {
+  std::vector<std::string> libs;
+#if defined(COMMKIT_BENCH_RAW_MPI)
+  libs.emplace_back("mpi");
+#endif
+#if defined(COMMKIT_BENCH_RAW_GLOO)
+  libs.emplace_back("gloo");
+#endif
+  return libs;
+}
+
+Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
+                                                         int nranks, std::shared_ptr<Store> store) {
+#if defined(COMMKIT_BENCH_RAW_MPI)
+  if (lib == "mpi") return raw::MakeMpi(options, rank, nranks);
+#endif
+#if defined(COMMKIT_BENCH_RAW_GLOO)
+  if (lib == "gloo") return raw::MakeGloo(options, rank, nranks, std::move(store));
+#endif
+  const std::vector<std::string> libs = RawLibraries();
+  return Status::Unavailable(StrCat("commkit-bench: --raw ", lib, ": not compiled into this build (raw baselines: ",
+                                    libs.empty() ? std::string("none") : Join(libs, ", "),
+                                    "); install the library's development package and reconfigure"));
+}
+
+}  // namespace commkit::bench

@@ -1,0 +1,12 @@
+// Internal: factories of the per-library raw baselines (each defined in its own raw/<lib>.cc).
+#pragma once
+
+#include "commkit/bench/raw.h"
+
+namespace commkit::bench::raw {
+
+Result<std::unique_ptr<RawCollective>> MakeMpi(const BenchOptions& options, int rank, int nranks);
+Result<std::unique_ptr<RawCollective>> MakeGloo(const BenchOptions& options, int rank, int nranks,
+                                                std::shared_ptr<commkit::Store> store);
+
+}  // namespace commkit::bench::raw

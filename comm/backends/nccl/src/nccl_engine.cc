@@ -1,0 +1,289 @@
+#include "nccl_engine.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "commkit/common/log.h"
+#include "commkit/common/strings.h"
+
+namespace commkit::comm::nccl {
+namespace {
+
+Status CudaStatus(cudaError_t err, std::string_view where) {
+  if (err == cudaSuccess) return Status::Ok();
+  (void)cudaGetLastError();
+  return MapCudaError(err, cudaGetErrorName(err), cudaGetErrorString(err), where);
+}
+
+void Backoff(int& round) {
+  std::this_thread::sleep_for(std::chrono::microseconds(std::min(2000, 10 << std::min(round, 8))));
+  ++round;
+}
+
+}  // namespace
+
+// ---- NcclWorkState ------------------------------------------------------------------------------
+
+NcclWorkState::NcclWorkState(std::uint64_t seq, std::string op, int device, cudaStream_t stream,
+                             Clock::time_point deadline)
+    : seq_(seq), op_(std::move(op)), device_(device), stream_(stream), deadline_(deadline),
+      enqueued_(Clock::now()) {}
+
+NcclWorkState::~NcclWorkState() {
+  if (event_ != nullptr) cudaEventDestroy(event_);
+}
+
+Status NcclWorkState::RecordCompletion() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::string where = StrCat("work #", seq_, " ", op_, " on cuda:", device_);
+  COMMKIT_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
+                                     StrCat(where, ": cudaEventCreate")));
+  return CudaStatus(cudaEventRecord(event_, stream_), StrCat(where, ": cudaEventRecord"));
+}
+
+bool NcclWorkState::Poll() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_) return true;
+  if (event_ == nullptr) return false;
+  cudaError_t err = cudaEventQuery(event_);
+  if (err == cudaErrorNotReady) return false;
+  done_ = true;
+  finished_ = Clock::now();
+  if (err != cudaSuccess) {
+    (void)cudaGetLastError();
+    error_ = Status::BackendError(StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": CUDA ",
+                                         cudaGetErrorName(err), ": ", cudaGetErrorString(err),
+                                         ". Hint: check dmesg for Xid errors and run gpudoctor"));
+  }
+  return true;
+}
+
+Status NcclWorkState::error() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return error_;
+}
+
+void NcclWorkState::Fail(const Status& error) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_.ok()) return;
+  std::string tag = StrCat("work #", seq_, " ");
+  error_ = error.message().find(tag) == std::string::npos ? error.WithContext(StrCat(tag, op_)) : error;
+  if (!done_) {
+    done_ = true;
+    finished_ = Clock::now();
+  }
+}
+
+Status NcclWorkState::WaitOnStream(cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_.ok()) return error_;
+  if (event_ == nullptr || stream == stream_) return Status::Ok();  // same stream: already ordered
+  return CudaStatus(cudaStreamWaitEvent(stream, event_, 0),
+                    StrCat("work #", seq_, " ", op_, ": cudaStreamWaitEvent"));
+}
+
+Status NcclWorkState::Synchronize(std::chrono::milliseconds timeout) {
+  // Never cudaEventSynchronize: it cannot be bounded and hangs with a stuck collective.
+  auto deadline = Clock::now() + timeout;
+  int round = 0;
+  while (!Poll()) {
+    if (Clock::now() >= deadline) {
+      return Status::Timeout(StrCat("work #", seq_, " ", op_, " on cuda:", device_,
+                                    " not complete after ", timeout.count(),
+                                    " ms; a peer may be stuck (the watchdog aborts the communicator "
+                                    "when the work's own timeout passes)"));
+    }
+    Backoff(round);
+  }
+  return error();
+}
+
+double NcclWorkState::duration_seconds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!done_) return 0;
+  return std::chrono::duration<double>(finished_ - enqueued_).count();
+}
+
+// ---- NcclEngine ---------------------------------------------------------------------------------
+
+NcclEngine::NcclEngine(std::unique_ptr<NcclComm> comm, NcclEngineOptions options)
+    : comm_(std::move(comm)), options_(options) {
+  COMMKIT_CHECK(comm_ != nullptr, "NcclEngine needs a communicator");
+}
+
+NcclEngine::~NcclEngine() = default;  // comm_'s destructor finalizes (bounded) or aborts
+
+bool NcclEngine::coalescing() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return coalescing_;
+}
+
+Status NcclEngine::StartCoalescing() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (coalescing_) {
+    return Status::InvalidArgument(StrCat(Describe(), ": StartCoalescing() while already coalescing"));
+  }
+  coalescing_ = true;
+  coalesced_ops_.clear();
+  coalesced_calls_.clear();
+  coalesced_cleanups_.clear();
+  coalesced_stream_ = nullptr;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<NcclWorkState>> NcclEngine::EndCoalescing(std::chrono::milliseconds timeout) {
+  std::vector<NcclCall> calls;
+  std::vector<NcclCleanup> cleanups;
+  std::string op;
+  cudaStream_t stream;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!coalescing_) {
+      return Status::InvalidArgument(StrCat(Describe(), ": EndCoalescing() without StartCoalescing()"));
+    }
+    coalescing_ = false;
+    calls.swap(coalesced_calls_);
+    cleanups.swap(coalesced_cleanups_);
+    op = StrCat("coalesced[", Join(coalesced_ops_, ","), "]");
+    stream = coalesced_stream_;
+  }
+  if (calls.empty()) return std::shared_ptr<NcclWorkState>();
+  return Issue(std::move(op), stream, calls, cleanups, timeout);
+}
+
+Result<std::shared_ptr<NcclWorkState>> NcclEngine::Enqueue(std::string op, cudaStream_t stream,
+                                                           std::vector<NcclCall> calls,
+                                                           std::vector<NcclCleanup> cleanups,
+                                                           std::chrono::milliseconds timeout) {
+  // Ops refused here were never issued: release what they created (PreMulSum ops).
+  auto drop = [&] {
+    for (auto& cleanup : cleanups) cleanup(comm_->raw());
+  };
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_.ok()) {
+      if (!comm_->aborted()) drop();
+      return Status(failure_.code(), StrCat(Describe(), ": ", op, " refused: the communicator failed "
+                                            "earlier (abort and recreate the group): ",
+                                            failure_.message()));
+    }
+    if (coalescing_) {
+      if (coalesced_calls_.empty()) {
+        coalesced_stream_ = stream;
+      } else if (stream != coalesced_stream_) {
+        drop();
+        return Status::InvalidArgument(StrCat(Describe(), ": ", op, " uses a different CUDA stream "
+                                              "than the first op of the coalescing block"));
+      }
+      coalesced_ops_.push_back(std::move(op));
+      for (auto& c : calls) coalesced_calls_.push_back(std::move(c));
+      for (auto& c : cleanups) coalesced_cleanups_.push_back(std::move(c));
+      return std::shared_ptr<NcclWorkState>();
+    }
+  }
+  return Issue(std::move(op), stream, calls, cleanups, timeout);
+}
+
+Result<std::shared_ptr<NcclWorkState>> NcclEngine::Issue(std::string op, cudaStream_t stream,
+                                                         std::vector<NcclCall>& calls,
+                                                         std::vector<NcclCleanup>& cleanups,
+                                                         std::chrono::milliseconds timeout) {
+  if (timeout <= std::chrono::milliseconds(0)) timeout = options_.timeout;
+  std::lock_guard<std::mutex> issue_lock(issue_mutex_);
+  std::string where = StrCat(Describe(), ": ", op);
+  DeviceGuard guard(comm_->device());
+  COMMKIT_RETURN_IF_ERROR(guard.status().WithContext(where));
+  auto deadline = Clock::now() + timeout;
+  ncclComm_t raw = comm_->raw();
+  bool grouped = calls.size() > 1;
+  int result = ncclSuccess;
+  if (grouped) ncclGroupStart();
+  for (auto& call : calls) {
+    result = call(raw, stream);
+    if (result != ncclSuccess && result != ncclInProgress) break;
+  }
+  if (grouped) {
+    ncclResult_t end = ncclGroupEnd();
+    if (result == ncclSuccess || result == ncclInProgress) result = end;
+  }
+  Status enqueued = comm_->CheckEnqueue(result, where, deadline);
+  for (auto& cleanup : cleanups) cleanup(raw);
+  if (!enqueued.ok()) {
+    if (NcclRecoveryFor(result) == NcclRecovery::kAbortCommunicator || enqueued.code() == StatusCode::kTimeout) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failure_.ok()) failure_ = enqueued;  // the watchdog aborts at its next poll
+    }
+    return enqueued;
+  }
+  std::shared_ptr<NcclWorkState> work;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    work = std::make_shared<NcclWorkState>(++seq_, std::move(op), comm_->device(), stream, deadline);
+  }
+  COMMKIT_RETURN_IF_ERROR(work->RecordCompletion());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_.ok()) {
+      work->Fail(failure_);  // failed between enqueue and registration
+    } else {
+      pending_.push_back(work);
+    }
+  }
+  return work;
+}
+
+Status NcclEngine::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+std::size_t NcclEngine::pending() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pending_.size();
+}
+
+std::string NcclEngine::Describe() const { return comm_->Describe(); }
+
+Status NcclEngine::Check(Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_.ok()) return failure_;
+  if (comm_->aborted()) return Status::Aborted(StrCat(Describe(), ": communicator was aborted"));
+  Status async = comm_->AsyncError();
+  if (!async.ok()) return async;
+  Status timed_out;
+  pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
+                                [&](const std::shared_ptr<NcclWorkState>& w) {
+                                  if (w->Poll()) return true;
+                                  if (timed_out.ok() && now >= w->deadline()) {
+                                    timed_out = Status::Timeout(StrCat(
+                                        Describe(), ": work #", w->seq(), " ", w->op(),
+                                        " ran past its timeout (", pending_.size(),
+                                        " work(s) pending); a peer is stuck, dead or called a "
+                                        "different collective. Check the other ranks' logs"));
+                                    // The timed-out work fails now, before the (possibly slow)
+                                    // abort; the others fail in FailPending after the abort.
+                                    w->Fail(timed_out);
+                                    return true;
+                                  }
+                                  return false;
+                                }),
+                 pending_.end());
+  return timed_out;
+}
+
+void NcclEngine::Abort() { comm_->Abort(); }
+
+void NcclEngine::FailPending(const Status& error) {
+  std::vector<std::shared_ptr<NcclWorkState>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (failure_.ok()) failure_ = error;
+    pending.swap(pending_);
+  }
+  for (auto& w : pending) w->Fail(error);
+}
+
+}  // namespace commkit::comm::nccl

@@ -1,0 +1,131 @@
+// NcclEngine: runs NCCL calls for one process group on CUDA streams, tracks each enqueued batch
+// with a CUDA event (NcclWorkState), coalesces several ops into one ncclGroupStart/End, and plugs
+// into the Watchdog (async errors, per-work timeouts, bounded abort, typed errors on pending work).
+//
+// Internal to the NCCL backend; independent of the process-group API so the adapter stays thin.
+// Threads: Enqueue/coalescing from the group's user thread(s) (serialised by an internal mutex);
+// Check/Abort/FailPending from the watchdog; NcclWorkState methods from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "commkit/comm/nccl/watchdog.h"
+#include "nccl_comm.h"
+
+typedef struct CUevent_st* cudaEvent_t;  // NOLINT: identical to driver_types.h
+
+namespace commkit::comm::nccl {
+
+// One enqueued batch (one op, or one coalesced group). Completion = its CUDA event, or an error set
+// by the watchdog/abort. Shared by the engine (pending list) and the user's Work.
+class NcclWorkState {
+ public:
+  NcclWorkState(std::uint64_t seq, std::string op, int device, cudaStream_t stream,
+                Clock::time_point deadline);
+  ~NcclWorkState();
+  NcclWorkState(const NcclWorkState&) = delete;
+  NcclWorkState& operator=(const NcclWorkState&) = delete;
+
+  std::uint64_t seq() const { return seq_; }
+  const std::string& op() const { return op_; }
+  cudaStream_t stream() const { return stream_; }
+  Clock::time_point deadline() const { return deadline_; }
+
+  // Creates and records the completion event on stream_ (after the NCCL calls were enqueued).
+  Status RecordCompletion();
+  // Non-blocking: true when done (successfully or not); error() says which.
+  bool Poll();
+  Status error() const;
+  // Marks the work failed (watchdog/abort). Idempotent: the first error wins.
+  void Fail(const Status& error);
+  // Makes `stream` (nullptr: the legacy default stream) wait for this work on the GPU; returns
+  // at once on the CPU. Returns the work's error if it already failed.
+  Status WaitOnStream(cudaStream_t stream);
+  // Blocks the CPU until done, an error, or `timeout` (then kTimeout; the work stays pending).
+  Status Synchronize(std::chrono::milliseconds timeout);
+  // Seconds between enqueue and the first Poll() that saw completion (0 while pending).
+  double duration_seconds() const;
+
+ private:
+  const std::uint64_t seq_;
+  const std::string op_;
+  const int device_;
+  cudaStream_t stream_;
+  const Clock::time_point deadline_;
+  const Clock::time_point enqueued_;
+  mutable std::mutex mutex_;
+  cudaEvent_t event_ = nullptr;
+  bool done_ = false;
+  Status error_;
+  Clock::time_point finished_{};
+};
+
+// One NCCL call inside a batch, e.g. [=](ncclComm_t c, cudaStream_t s) { return ncclAllReduce(...); }.
+// Returns an ncclResult_t as int.
+using NcclCall = std::function<int(ncclComm_t, cudaStream_t)>;
+// Run after ncclGroupEnd returned (e.g. ncclRedOpDestroy of a PreMulSum op).
+using NcclCleanup = std::function<void(ncclComm_t)>;
+
+struct NcclEngineOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // default per-work timeout
+};
+
+class NcclEngine : public Watched, public std::enable_shared_from_this<NcclEngine> {
+ public:
+  NcclEngine(std::unique_ptr<NcclComm> comm, NcclEngineOptions options);
+  ~NcclEngine() override;
+
+  NcclComm& comm() { return *comm_; }
+  const NcclEngineOptions& options() const { return options_; }
+
+  // Enqueues `calls` (one ncclGroupStart/End when more than one) on `stream`, records the completion
+  // event and registers the work for the watchdog. While coalescing, the calls are queued instead
+  // and a null state is returned with OK (the coalesced work comes from EndCoalescing()).
+  // `timeout` 0 = options().timeout.
+  Result<std::shared_ptr<NcclWorkState>> Enqueue(std::string op, cudaStream_t stream,
+                                                 std::vector<NcclCall> calls,
+                                                 std::vector<NcclCleanup> cleanups,
+                                                 std::chrono::milliseconds timeout);
+  bool coalescing() const;
+  Status StartCoalescing();
+  // Issues every queued call in one group on the stream of the first queued op. An empty batch
+  // returns a null state.
+  Result<std::shared_ptr<NcclWorkState>> EndCoalescing(std::chrono::milliseconds timeout);
+
+  // OK while healthy; the failure once the watchdog (or an enqueue) failed the communicator.
+  Status failure() const;
+  std::size_t pending() const;
+
+  // Watched
+  std::string Describe() const override;
+  Status Check(Clock::time_point now) override;
+  void Abort() override;
+  void FailPending(const Status& error) override;
+
+ private:
+  Result<std::shared_ptr<NcclWorkState>> Issue(std::string op, cudaStream_t stream,
+                                               std::vector<NcclCall>& calls,
+                                               std::vector<NcclCleanup>& cleanups,
+                                               std::chrono::milliseconds timeout);
+
+  std::unique_ptr<NcclComm> comm_;
+  NcclEngineOptions options_;
+  mutable std::mutex mutex_;  // pending_, failure_, coalescing state, seq_
+  std::vector<std::shared_ptr<NcclWorkState>> pending_;
+  Status failure_;
+  std::uint64_t seq_ = 0;
+  bool coalescing_ = false;
+  std::vector<std::string> coalesced_ops_;
+  cudaStream_t coalesced_stream_ = nullptr;
+  std::vector<NcclCall> coalesced_calls_;
+  std::vector<NcclCleanup> coalesced_cleanups_;
+  std::mutex issue_mutex_;  // one batch enqueued at a time (NCCL group state is per thread)
+};
+
+}  // namespace commkit::comm::nccl

@@ -1,0 +1,91 @@
+// commkit-bench end to end: --local threads, commkit-run processes, mpirun with --compare and --raw.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "commkit/common/strings.h"
+#include "test_support.h"
+
+namespace commkit::bench {
+namespace {
+
+using commkit::testing::BinDir;
+using commkit::testing::RunCommand;
+
+std::string Bench() { return (BinDir() / "commkit-bench").string(); }
+
+bool HaveMpirun() { return RunCommand("command -v mpirun >/dev/null 2>&1").exit_code == 0; }
+
+std::vector<nlohmann::json> JsonRows(const std::string& output) {
+  std::vector<nlohmann::json> rows;
+  for (const std::string& line : Split(output, '\n', true)) {
+    if (line.starts_with("{")) rows.push_back(nlohmann::json::parse(line));
+  }
+  return rows;
+}
+
+TEST(BenchE2E, BadArgumentsExitTwo) {
+  auto r = RunCommand(Bench() + " allreduse 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("unknown collective"), std::string::npos) << r.output;
+  r = RunCommand(Bench() + " --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--stepfactor"), std::string::npos);
+}
+
+TEST(BenchE2E, LocalThreadsTableAndJson) {
+  auto r = RunCommand(Bench() + " allreduce --local 2 -b 8 -e 64K -f 8 -w 1 -n 3 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--local 2"), std::string::npos) << "the command is echoed: " << r.output;
+  r = RunCommand(Bench() + " allgather --local 3 -b 1K -e 16K -f 4 -w 1 -n 2 --format json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  auto rows = JsonRows(r.output);
+  ASSERT_EQ(rows.size(), 6u) << r.output;  // 3 sizes x 2 placements
+  for (const auto& j : rows) {
+    EXPECT_EQ(j["wrong"], 0);
+    EXPECT_EQ(j["nranks"], 3);
+    EXPECT_GT(j["busbw_gbps"].get<double>(), 0);
+  }
+}
+
+TEST(BenchE2E, RawGlooBaselineSideBySide) {
+  auto r = RunCommand(Bench() + " allreduce --local 2 --raw gloo -b 8 -e 4K -f 8 -w 1 -n 2 --format json 2>&1");
+  if (r.output.find("not compiled into this build") != std::string::npos) GTEST_SKIP() << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int raw_rows = 0;
+  for (const auto& j : JsonRows(r.output)) {
+    EXPECT_EQ(j["wrong"], 0) << j.dump();
+    if (j["backend"] == "raw-gloo") ++raw_rows;
+  }
+  EXPECT_EQ(raw_rows, 8) << r.output;  // 8, 64, 512, 4096 B x out-of-place and in-place
+}
+
+TEST(BenchE2E, CommkitRunProcesses) {
+  const auto run = BinDir() / "commkit-run";
+  if (!std::filesystem::exists(run)) GTEST_SKIP() << "commkit-run not built";
+  auto r = RunCommand(run.string() + " -n 2 -- " + Bench() + " sendrecv -b 8 -e 4K -f 8 -w 1 -n 2 --format csv 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("backend,collective,size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("gloo,sendrecv,4096,1024,f32,none,-1,2,out_of_place"), std::string::npos)
+      << r.output;
+}
+
+TEST(BenchE2E, MpirunCompareAndRaw) {
+  if (!HaveMpirun()) GTEST_SKIP() << "mpirun not installed";
+  auto r = RunCommand("mpirun --allow-run-as-root --oversubscribe -np 2 " + Bench() +
+                      " allreduce --compare gloo,mpi --raw mpi -b 8 -e 64K -f 8 -w 1 -n 3 --format json 2>&1");
+  if (r.output.find("not linked") != std::string::npos) GTEST_SKIP() << "mpi backend not linked: " << r.output;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::set<std::string> backends;
+  for (const auto& j : JsonRows(r.output)) {
+    backends.insert(j["backend"].get<std::string>());
+    EXPECT_EQ(j["wrong"], 0) << j.dump();
+  }
+  EXPECT_EQ(backends, (std::set<std::string>{"gloo", "mpi", "raw-mpi"})) << r.output;
+}
+
+}  // namespace
+}  // namespace commkit::bench
