@@ -1,0 +1,86 @@
+// Importers on truncated and garbled input: every prefix and fixed-seed byte flips of small NCCL
+// XML documents must give a clean error or a valid topology, never a crash.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "commkit/topology/import.h"
+#include "commkit/topology/path.h"
+
+namespace commkit::topology {
+namespace {
+
+constexpr const char* kSmall = R"(<system version="1">
+  <cpu numaid="0" affinity="0000ffff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="106">
+    <pci busid="0000:0c:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:0f:00.0" class="0x030200" vendor="0x10de" link_speed="16.0 GT/s PCIe" link_width="16">
+        <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="0000:c0:00.0" count="6" tclass="0x068000"/></gpu>
+      </pci>
+      <pci busid="0000:10:00.0" class="0x030200" vendor="0x10de" link_speed="16.0 GT/s PCIe" link_width="16">
+        <gpu dev="1" sm="80" rank="1" gdr="1"><nvlink target="0000:c0:00.0" count="6" tclass="0x068000"/></gpu>
+      </pci>
+      <pci busid="0000:11:00.0" class="0x020700" vendor="0x15b3" link_speed="16.0 GT/s PCIe" link_width="16">
+        <nic><net name="mlx5_0" dev="0" speed="200000" port="1" guid="0x1" maxconn="131072" gdr="1"/></nic>
+      </pci>
+    </pci>
+  </cpu>
+</system>
+)";
+
+void Exercise(const std::string& text) {
+  auto r = ImportNcclXml(text, "fuzz.xml");
+  if (r.ok()) {
+    EXPECT_TRUE(r->Validate().ok());
+    (void)ComputePaths(*r);
+  } else {
+    EXPECT_FALSE(r.status().message().empty());
+    EXPECT_NE(r.status().message().find("fuzz.xml"), std::string::npos) << r.status().ToString();
+  }
+}
+
+TEST(ImportRobustnessTest, SmallDocumentParses) {
+  auto r = ImportNcclXml(kSmall, "small.xml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->GpuCount(), 2u);
+  PathMatrix m = ComputePaths(*r);
+  EXPECT_EQ(m.at(0, 1).Label(), "NV6");
+  EXPECT_EQ(m.at(0, 2).Label(), "PIX");
+  EXPECT_TRUE(m.at(0, 2).gdr);
+}
+
+TEST(ImportRobustnessTest, EveryPrefixFailsCleanly) {
+  const std::string full = kSmall;
+  for (std::size_t n = 0; n < full.size(); ++n) Exercise(full.substr(0, n));
+  auto truncated = ImportNcclXml(full.substr(0, full.size() / 2), "half.xml");
+  ASSERT_FALSE(truncated.ok());
+  EXPECT_EQ(truncated.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(truncated.status().message().find("half.xml:"), std::string::npos);
+}
+
+TEST(ImportRobustnessTest, RandomByteFlipsFailCleanly) {
+  std::mt19937 rng(12345);
+  const std::string full = kSmall;
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s = full;
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) s[rng() % s.size()] = static_cast<char>(rng() % 256);
+    Exercise(s);
+  }
+}
+
+TEST(ImportRobustnessTest, BadAttributesAndNesting) {
+  EXPECT_FALSE(ImportNcclXml(R"(<system><cpu numaid="zero"/></system>)", "fuzz.xml").ok());
+  EXPECT_FALSE(ImportNcclXml(R"(<system><cpu><pci/></cpu></system>)", "fuzz.xml").ok());
+  EXPECT_FALSE(ImportNcclXml(R"(<notsystem/>)", "fuzz.xml").ok());
+  std::string deep = "<system><cpu>";
+  for (int i = 0; i < 200; ++i) deep += "<pci busid=\"0000:" + std::to_string(i % 100) + ":00." + std::to_string(i / 100) + "\">";
+  for (int i = 0; i < 200; ++i) deep += "</pci>";
+  deep += "</cpu></system>";
+  Exercise(deep);
+  EXPECT_FALSE(ImportNcclXml(deep, "fuzz.xml").ok());
+  EXPECT_EQ(DetectTopologyFormat("<graphs version=\"1\">"), TopologyFormat::kNcclGraphXml);
+  EXPECT_EQ(ImportTopologyText("hello", "x").status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace commkit::topology
