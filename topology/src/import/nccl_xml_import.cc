@@ -339,14 +339,22 @@ TopologyFormat DetectTopologyFormat(std::string_view text) {
   if (head.find("<system") != std::string_view::npos) return TopologyFormat::kNcclXml;
   const std::string_view t = Trim(head);
   if (!t.empty() && t.front() == '{') return TopologyFormat::kJson;
-  if (head.find("P2P") != std::string_view::npos &&
-      (head.find("CNS") != std::string_view::npos || head.find("OK") != std::string_view::npos) &&
-      head.find("Legend") != std::string_view::npos && head.find("CPU Affinity") == std::string_view::npos) {
-    return TopologyFormat::kNvsmiP2p;
-  }
-  if (head.find("GPU0") != std::string_view::npos &&
-      (head.find("Legend") != std::string_view::npos || head.find("CPU Affinity") != std::string_view::npos)) {
-    return TopologyFormat::kNvsmiMatrix;
+  if (head.find("GPU0") != std::string_view::npos) {
+    // First data row decides: P2P status words vs path labels.
+    for (const std::string& line : Split(head, '\n')) {
+      std::vector<std::string> tok;
+      for (const std::string& t2 : Split(line, ' ', true)) {
+        for (const std::string& t3 : Split(t2, '\t', true)) tok.push_back(t3);
+      }
+      if (tok.size() < 2 || tok[0] != "GPU0") continue;
+      for (std::size_t i = 1; i < tok.size(); ++i) {
+        const std::string& c = tok[i];
+        if (c == "OK" || c == "CNS" || c == "GNS" || c == "TNS" || c == "NS" || c == "DR") {
+          return TopologyFormat::kNvsmiP2p;
+        }
+      }
+      return TopologyFormat::kNvsmiMatrix;
+    }
   }
   return TopologyFormat::kUnknown;
 }
@@ -364,6 +372,10 @@ Result<Topology> ImportTopologyText(std::string_view text, std::string_view orig
     case TopologyFormat::kNcclXml:
     case TopologyFormat::kNcclGraphXml:
       return ImportNcclXml(text, origin);
+    case TopologyFormat::kNvsmiMatrix:
+      return ImportNvsmiMatrix(text, origin);
+    case TopologyFormat::kNvsmiP2p:
+      return ImportNvsmiP2p(text, origin);
     case TopologyFormat::kUnknown:
       return Status::InvalidArgument(StrCat(origin, ": unrecognised topology format (expected NCCL XML, hwloc XML, ",
                                             "nvidia-smi topo -m/-p2p text or commkit JSON)"));

@@ -1,7 +1,8 @@
 // Importers: build a Topology from files other tools write. Malformed or truncated input returns
 // DataLoss naming the origin and line; importers never crash on hostile input.
 //
-// Implemented: NCCL topology XML (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE). NCCL graph XML (<graphs>)
+// Implemented: NCCL topology XML (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE), nvidia-smi topo -m and
+// topo -p2p text. NCCL graph XML (<graphs>)
 // is recognised and rejected as "a graph file, not a topology". Other formats are detected and
 // reported as NotSupported until their importers land.
 #pragma once
@@ -29,6 +30,14 @@ TopologyFormat DetectTopologyFormat(std::string_view text);
 // from vendor 0x10de, or nvlink targets with tclass 0x068000. <pci> without class (NCCL reads it
 // from sysfs) become kOtherPci with a note in the metadata.
 Result<Topology> ImportNcclXml(std::string_view text, std::string_view origin = "<memory>");
+
+// `nvidia-smi topo -m` text (old/new legends, mlx5_N or NIC# columns with a NIC Legend, tabs or
+// spaces, CPU/NUMA affinity columns, SOC read as SYS). There is no tree in this format: every
+// off-diagonal cell becomes a PathOverride so ComputePaths() reproduces the matrix exactly.
+Result<Topology> ImportNvsmiMatrix(std::string_view text, std::string_view origin = "<memory>");
+// `nvidia-smi topo -p2p r|w|n|a` text: GPUs plus P2pOverride cells (mode from the command line
+// echo when present, else 'r').
+Result<Topology> ImportNvsmiP2p(std::string_view text, std::string_view origin = "<memory>");
 
 // Detects the format and imports. Reads at most 64 MiB.
 Result<Topology> ImportTopologyText(std::string_view text, std::string_view origin = "<memory>");
