@@ -346,7 +346,7 @@ TopologyFormat DetectTopologyFormat(std::string_view text) {
       for (const std::string& t2 : Split(line, ' ', true)) {
         for (const std::string& t3 : Split(t2, '\t', true)) tok.push_back(t3);
       }
-      if (tok.size() < 2 || tok[0] != "GPU0") continue;
+      if (tok.size() < 2 || tok[0] != "GPU0" || tok[1] != "X") continue;
       for (std::size_t i = 1; i < tok.size(); ++i) {
         const std::string& c = tok[i];
         if (c == "OK" || c == "CNS" || c == "GNS" || c == "TNS" || c == "NS" || c == "DR") {
