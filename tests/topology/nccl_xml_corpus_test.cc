@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "commkit/topology/export.h"
 #include "commkit/topology/import.h"
 #include "commkit/topology/path.h"
 #include "test_support.h"
@@ -77,6 +78,48 @@ TEST(NcclXmlCorpusTest, DetailsFromFiles) {
   auto graph = ImportTopologyFile(Dir() / "azhpc-images_ncv4-graph.xml");
   ASSERT_FALSE(graph.ok());
   EXPECT_NE(graph.status().message().find("graph file"), std::string::npos);
+}
+
+TEST(NcclXmlCorpusTest, ExportReimportsToSameModel) {
+  if (!testing::FixturesDir()) GTEST_SKIP() << "COMMKIT_FIXTURES_DIR not set";
+  for (const char* file : {"aws-ofi-nccl_p4d-24xl-topo.xml", "aws-ofi-nccl_p4de-24xl-topo.xml",
+                           "azhpc-images_ndv4-topo.xml", "azhpc-images_ndv2-topo.xml", "azhpc-images_ncv4-topo.xml",
+                           "nccl-dump_8xRTX3090-pcie-only_topo.xml", "aws-ofi-nccl_g5.48xl-topo.xml"}) {
+    SCOPED_TRACE(file);
+    auto a = ImportTopologyFile(Dir() / file);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    const std::string xml = ExportNcclXml(*a);
+    auto b = ImportNcclXml(xml, "export");
+    ASSERT_TRUE(b.ok()) << b.status().ToString() << "\n" << xml;
+    ASSERT_EQ(a->nodes().size(), b->nodes().size()) << xml;
+    for (std::size_t i = 0; i < a->nodes().size(); ++i) {
+      const Node& x = a->nodes()[i];
+      const Node& y = b->nodes()[i];
+      EXPECT_EQ(x.kind, y.kind);
+      EXPECT_EQ(x.parent, y.parent);
+      EXPECT_EQ(x.pci.bus_id, y.pci.bus_id);
+      EXPECT_EQ(x.pci.link.gen, y.pci.link.gen);
+      EXPECT_EQ(x.pci.link.width, y.pci.link.width);
+      EXPECT_EQ(x.cpu.arch, y.cpu.arch);
+      EXPECT_EQ(x.cpu.model_id, y.cpu.model_id);
+      EXPECT_EQ(x.gpu.index, y.gpu.index);
+      EXPECT_EQ(x.gpu.sm, y.gpu.sm);
+      EXPECT_EQ(x.nic.name, y.nic.name);
+      EXPECT_EQ(x.nic.kind, y.nic.kind);
+      EXPECT_EQ(x.nic.gdr, y.nic.gdr);
+    }
+    const PathMatrix pa = ComputePaths(*a), pb = ComputePaths(*b);
+    ASSERT_EQ(pa.size(), pb.size());
+    for (std::size_t i = 0; i < pa.size(); ++i) {
+      for (std::size_t j = 0; j < pa.size(); ++j) {
+        EXPECT_EQ(pa.at(i, j).Label(), pb.at(i, j).Label());
+        EXPECT_EQ(pa.at(i, j).gdr, pb.at(i, j).gdr);
+      }
+    }
+    if (!a->Cpus().empty() && !a->node(a->Cpus()[0]).cpu.arch.empty()) {
+      EXPECT_NE(xml.find("familyid="), std::string::npos);  // aws-ofi-nccl#785
+    }
+  }
 }
 
 }  // namespace

@@ -20,4 +20,11 @@ struct NvsmiExportOptions {
 // ImportNvsmiMatrix(ExportNvsmiMatrix(t)) yields the same matrix.
 std::string ExportNvsmiMatrix(const Topology& topo, const NvsmiExportOptions& options = {});
 
+// NCCL topology XML (NCCL_TOPO_FILE format, <system version="1">) with every attribute the model
+// knows (cpu numaid/affinity/arch/vendor/familyid/modelid, pci class/vendor/device/link, gpu
+// dev/sm/rank/gdr + nvlink, nic/net) so NCCL does not have to read them from sysfs. Nodes with no
+// CPU above them (e.g. from nvidia-smi text) cannot be placed and are left out.
+// ImportNcclXml(ExportNcclXml(t)) gives the same devices and paths.
+std::string ExportNcclXml(const Topology& topo);
+
 }  // namespace commkit::topology
