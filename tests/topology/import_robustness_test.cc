@@ -82,5 +82,41 @@ TEST(ImportRobustnessTest, BadAttributesAndNesting) {
   EXPECT_EQ(ImportTopologyText("hello", "x").status().code(), StatusCode::kInvalidArgument);
 }
 
+constexpr const char* kNvsmi =
+    "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n"
+    "GPU0\t X \tNV4\tPIX\t0-7\t0\n"
+    "GPU1\tNV4\t X \tSOC\t8-15\t1\n"
+    "NIC0\tPIX\tSOC\t X \n\nNIC Legend:\n\n  NIC0: mlx5_0\n";
+
+TEST(ImportRobustnessTest, NvsmiPrefixesAndFlips) {
+  auto ok = ImportNvsmiMatrix(kNvsmi, "nvsmi.txt");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  PathMatrix m = ComputePaths(*ok);
+  EXPECT_EQ(m.at(0, 1).Label(), "NV4");
+  EXPECT_EQ(m.at(1, 2).Label(), "SYS");
+  EXPECT_EQ(m.labels()[2], "mlx5_0");
+  const std::string full = kNvsmi;
+  for (std::size_t n = 0; n < full.size(); ++n) {
+    auto r = ImportTopologyText(full.substr(0, n), "nvsmi.txt");
+    if (r.ok()) (void)ComputePaths(*r);
+  }
+  std::mt19937 rng(777);
+  for (int iter = 0; iter < 3000; ++iter) {
+    std::string s = full;
+    for (int f = 0; f < 3; ++f) s[rng() % s.size()] = static_cast<char>(rng() % 256);
+    auto a = ImportNvsmiMatrix(s, "nvsmi.txt");
+    if (a.ok()) {
+      EXPECT_TRUE(a->Validate().ok());
+      (void)ComputePaths(*a);
+    }
+    auto b = ImportNvsmiP2p(s, "nvsmi.txt");
+    if (!b.ok()) {
+      EXPECT_NE(b.status().message().find("nvsmi.txt"), std::string::npos);
+    }
+  }
+  EXPECT_FALSE(ImportNvsmiMatrix("\tGPU0\tGPU1\nGPU0\t X \tPIX\n", "t").ok());  // truncated
+  EXPECT_FALSE(ImportNvsmiMatrix("\tGPU0\tGPU1\nGPU0\t X \tFOO\nGPU1\tFOO\t X \n", "t").ok());
+}
+
 }  // namespace
 }  // namespace commkit::topology
