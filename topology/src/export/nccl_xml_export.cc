@@ -36,11 +36,19 @@ class Writer {
       Net(parent.append_child("nic"), n);
       return;
     }
-    if (n.pci.bus_id.empty()) return;
+    if (n.pci.bus_id.empty()) {
+      // NCCL XML has no host-bridge element: its devices sit directly under the <cpu>/<pci>.
+      if (n.kind == NodeKind::kHostBridge || n.kind == NodeKind::kPciSwitch) {
+        for (NodeId c : t_.Children(id)) Node(parent, c, depth + 1);
+      }
+      return;
+    }
     if (n.kind == NodeKind::kNvSwitch && n.parent == kNoNode) return;
     pugi::xml_node x = parent.append_child("pci");
     SetIf(x, "busid", n.pci.bus_id);
-    SetIf(x, "class", n.pci.class_code.empty() ? DefaultClass(n.kind) : n.pci.class_code);
+    const bool class_fits = !n.pci.class_code.empty() &&
+                            (n.kind != NodeKind::kNvSwitch || StartsWith(n.pci.class_code, "0x0680"));
+    SetIf(x, "class", class_fits ? n.pci.class_code : DefaultClass(n.kind));
     SetIf(x, "vendor", n.pci.vendor_id);
     SetIf(x, "device", n.pci.device_id);
     SetIf(x, "subsystem_vendor", n.pci.subsystem_vendor_id);

@@ -250,6 +250,8 @@ class NcclXmlReader {
         NodeId sw = kNoNode;
         if (found) {
           sw = *found;
+          // An unclassified PCI device that NVLinks say is an NVSwitch (tclass 0x068000) is one.
+          if (topo_.node(sw).kind == NodeKind::kOtherPci) topo_.node(sw).kind = NodeKind::kNvSwitch;
         } else if (auto it = switches.find(target); it != switches.end()) {
           sw = it->second;
         } else {
@@ -372,6 +374,8 @@ Result<Topology> ImportTopologyText(std::string_view text, std::string_view orig
     case TopologyFormat::kNcclXml:
     case TopologyFormat::kNcclGraphXml:
       return ImportNcclXml(text, origin);
+    case TopologyFormat::kHwlocXml:
+      return ImportHwlocXml(text, origin);
     case TopologyFormat::kNvsmiMatrix:
       return ImportNvsmiMatrix(text, origin);
     case TopologyFormat::kNvsmiP2p:

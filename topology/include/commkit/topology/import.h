@@ -1,7 +1,7 @@
 // Importers: build a Topology from files other tools write. Malformed or truncated input returns
 // DataLoss naming the origin and line; importers never crash on hostile input.
 //
-// Implemented: NCCL topology XML (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE), nvidia-smi topo -m and
+// Implemented: NCCL topology XML (NCCL_TOPO_FILE / NCCL_TOPO_DUMP_FILE), hwloc XML, nvidia-smi topo -m and
 // topo -p2p text. NCCL graph XML (<graphs>)
 // is recognised and rejected as "a graph file, not a topology". Other formats are detected and
 // reported as NotSupported until their importers land.
@@ -30,6 +30,11 @@ TopologyFormat DetectTopologyFormat(std::string_view text);
 // from vendor 0x10de, or nvlink targets with tclass 0x068000. <pci> without class (NCCL reads it
 // from sysfs) become kOtherPci with a note in the metadata.
 Result<Topology> ImportNcclXml(std::string_view text, std::string_view origin = "<memory>");
+
+// hwloc XML (v1/v2, `lstopo --of xml`): Packages -> CPUs, host bridges, PCI switches (bridge ports
+// collapsed like NCCL: even-depth bridges are switches), GPUs (NVIDIA display class or cuda/nvml
+// OSDev), NICs (network class or mlx5/eth/ib OSDev), NVSwitches, NVLinkBandwidth distances as links.
+Result<Topology> ImportHwlocXml(std::string_view text, std::string_view origin = "<memory>");
 
 // `nvidia-smi topo -m` text (old/new legends, mlx5_N or NIC# columns with a NIC Legend, tabs or
 // spaces, CPU/NUMA affinity columns, SOC read as SYS). There is no tree in this format: every
