@@ -118,5 +118,62 @@ TEST(ImportRobustnessTest, NvsmiPrefixesAndFlips) {
   EXPECT_FALSE(ImportNvsmiMatrix("\tGPU0\tGPU1\nGPU0\t X \tFOO\nGPU1\tFOO\t X \n", "t").ok());
 }
 
+constexpr const char* kHwloc = R"(<?xml version="1.0" encoding="UTF-8"?>
+<topology version="2.0">
+  <object type="Machine" os_index="0" cpuset="0x000000ff" gp_index="1">
+    <object type="Package" os_index="0" cpuset="0x0000000f" gp_index="2">
+      <object type="NUMANode" os_index="0" cpuset="0x0000000f" gp_index="3"/>
+      <object type="Bridge" gp_index="4" bridge_type="0-1" depth="0" bridge_pci="0000:[00-0f]">
+        <object type="Bridge" gp_index="5" bridge_type="1-1" depth="1" pci_busid="0000:00:01.0" pci_type="0604 [8086:2030] [8086:0000] 04 00" pci_link_speed="15.753846">
+          <object type="Bridge" gp_index="6" bridge_type="1-1" depth="2" pci_busid="0000:01:00.0" pci_type="0604 [10b5:9781] [10b5:9781] b0 00" pci_link_speed="15.753846">
+            <object type="Bridge" gp_index="7" bridge_type="1-1" depth="3" pci_busid="0000:02:00.0" pci_type="0604 [10b5:9781] [10b5:9781] b0 00" pci_link_speed="15.753846">
+              <object type="PCIDev" gp_index="8" pci_busid="0000:03:00.0" pci_type="0302 [10de:1db8] [10de:131d] a1 00" pci_link_speed="15.753846">
+                <object type="OSDev" gp_index="9" name="nvml0" osdev_type="12"/>
+              </object>
+            </object>
+            <object type="Bridge" gp_index="10" bridge_type="1-1" depth="3" pci_busid="0000:02:08.0" pci_type="0604 [10b5:9781] [10b5:9781] b0 00" pci_link_speed="15.753846">
+              <object type="PCIDev" gp_index="11" pci_busid="0000:04:00.0" pci_type="0207 [15b3:1017] [15b3:0007] 00 00" pci_link_speed="15.753846">
+                <object type="OSDev" gp_index="12" name="mlx5_0" osdev_type="48"/>
+              </object>
+            </object>
+          </object>
+        </object>
+      </object>
+    </object>
+  </object>
+</topology>
+)";
+
+TEST(ImportRobustnessTest, HwlocSmallDocumentAndGarbage) {
+  auto ok = ImportHwlocXml(kHwloc, "hwloc.xml");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->GpuCount(), 1u);
+  ASSERT_EQ(ok->NicCount(), 1u);
+  auto p = ClassifyPath(*ok, ok->Gpus()[0], ok->Nics()[0]);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->Label(), "PIX");  // both behind switch 01:00.0 (downstream ports collapsed)
+  EXPECT_TRUE(p->gdr);
+  const std::string full = kHwloc;
+  for (std::size_t n = 0; n < full.size(); n += 3) {
+    auto r = ImportHwlocXml(full.substr(0, n), "hwloc.xml");
+    if (r.ok()) {
+      (void)ComputePaths(*r);
+    } else {
+      EXPECT_NE(r.status().message().find("hwloc.xml"), std::string::npos);
+    }
+  }
+  std::mt19937 rng(4242);
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::string s = full;
+    for (int f = 0; f < 3; ++f) s[rng() % s.size()] = static_cast<char>(rng() % 256);
+    auto r = ImportHwlocXml(s, "hwloc.xml");
+    if (r.ok()) {
+      EXPECT_TRUE(r->Validate().ok());
+      (void)ComputePaths(*r);
+    }
+  }
+  EXPECT_FALSE(ImportHwlocXml(R"(<topology><distances2hetero name="NVLinkBandwidth"><indexes>OSDev:1 OSDev:2</indexes><u64values>1 2 3</u64values></distances2hetero></topology>)", "d.xml").ok());
+}
+
 }  // namespace
 }  // namespace commkit::topology
