@@ -8,6 +8,7 @@
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/import.h"
+#include "commkit/topology/json.h"
 
 namespace commkit::topology {
 namespace {
@@ -376,6 +377,8 @@ Result<Topology> ImportTopologyText(std::string_view text, std::string_view orig
       return ImportNcclXml(text, origin);
     case TopologyFormat::kHwlocXml:
       return ImportHwlocXml(text, origin);
+    case TopologyFormat::kJson:
+      return LoadJson(text, origin);
     case TopologyFormat::kNvsmiMatrix:
       return ImportNvsmiMatrix(text, origin);
     case TopologyFormat::kNvsmiP2p:
