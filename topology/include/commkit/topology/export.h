@@ -27,4 +27,13 @@ std::string ExportNvsmiMatrix(const Topology& topo, const NvsmiExportOptions& op
 // ImportNcclXml(ExportNcclXml(t)) gives the same devices and paths.
 std::string ExportNcclXml(const Topology& topo);
 
+// Graphviz DOT: nodes by kind (CPU/switch/GPU/NIC/NVSwitch), PCIe tree edges labelled
+// "PCIe Gen4 x16 31.5 GB/s", NVLink/C2C/SMP edges labelled with type and GB/s.
+std::string ExportDot(const Topology& topo);
+
+// Self-contained SVG (no external program): layered layout with CPUs on top, host bridges and
+// switches below by tree depth, GPUs/NICs/other devices in the bottom row, NVSwitches beneath;
+// edges labelled with link type and GB/s.
+std::string ExportSvg(const Topology& topo);
+
 }  // namespace commkit::topology
