@@ -1,0 +1,136 @@
+#include "commkit/topology/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace commkit::topology {
+namespace {
+
+ClusterShape EightGpuNodes(int nodes) {
+  ClusterShape s;
+  s.nodes = nodes;
+  s.ranks_per_node = 8;
+  s.intra = NVLinkLinkCost(12, 25);             // 300 GB/s
+  s.inter = NetworkLinkCost(4 * 100000, true);  // 4x100G EFA-class
+  return s;
+}
+
+TEST(CostModel, RejectsBadShapes) {
+  ClusterShape s;
+  s.nodes = 0;
+  EXPECT_EQ(CostModel::Create(s).status().code(), StatusCode::kInvalidArgument);
+  s.nodes = 2;
+  s.ranks_per_node = 2;
+  s.intra = DefaultLinkCost(LinkClass::kPCIe);
+  EXPECT_FALSE(CostModel::Create(s).ok()) << "inter-node link without bandwidth";
+  s.inter = DefaultLinkCost(LinkClass::kNetwork);
+  EXPECT_TRUE(CostModel::Create(s).ok());
+}
+
+TEST(CostModel, LargeMessageRingBusBandwidthTendsToLinkBandwidth) {
+  ClusterShape s;
+  s.ranks_per_node = 8;
+  s.intra = PCIeLinkCost(4, 16);
+  auto m = CostModel::Create(s);
+  ASSERT_TRUE(m.ok());
+  auto p = m->Predict(AllReduceAlgorithm::kRing, 8e9);
+  EXPECT_NEAR(p.busbw_Bps / s.intra.beta_Bps, 1.0, 0.001);
+  EXPECT_LT(p.busbw_Bps, s.intra.beta_Bps);
+  // Multi-node ring is limited by the slower (network) link.
+  auto mn = CostModel::Create(EightGpuNodes(4));
+  ASSERT_TRUE(mn.ok());
+  auto q = mn->Predict(AllReduceAlgorithm::kRing, 16e9);
+  EXPECT_NEAR(q.busbw_Bps / mn->shape().inter.beta_Bps, 1.0, 0.001);
+}
+
+TEST(CostModel, SmallMessagesAreLatencyDominated) {
+  auto m = CostModel::Create(EightGpuNodes(4));
+  ASSERT_TRUE(m.ok());
+  const double p = 32;
+  auto ring = m->Predict(AllReduceAlgorithm::kRing, 8);
+  EXPECT_NEAR(ring.time_s, 2 * (p - 1) * m->shape().inter.alpha_s, 1e-9);
+  auto rd = m->Predict(AllReduceAlgorithm::kRecursiveDoubling, 8);
+  EXPECT_LT(rd.time_s, ring.time_s);
+  EXPECT_EQ(m->Best(8).algorithm, AllReduceAlgorithm::kRecursiveDoubling);
+  // Doubling a tiny message barely changes the time.
+  EXPECT_NEAR(m->Predict(AllReduceAlgorithm::kRing, 16).time_s / ring.time_s, 1.0, 1e-3);
+}
+
+TEST(CostModel, CrossoversExistAndAreMonotone) {
+  for (int nodes : {1, 2, 4, 16}) {
+    auto m = CostModel::Create(EightGpuNodes(nodes));
+    ASSERT_TRUE(m.ok());
+    auto ranges = m->Choices(8, 8e9);
+    ASSERT_GE(ranges.size(), 2u) << nodes << " nodes: small and large sizes need different algorithms";
+    EXPECT_EQ(ranges.front().best, AllReduceAlgorithm::kRecursiveDoubling);
+    EXPECT_NE(ranges.back().best, AllReduceAlgorithm::kRecursiveDoubling);
+    std::map<AllReduceAlgorithm, int> seen;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      EXPECT_EQ(++seen[ranges[i].best], 1) << "an algorithm wins two separate ranges";
+      if (i > 0) {
+        EXPECT_GT(ranges[i].min_bytes, ranges[i - 1].max_bytes);
+      }
+    }
+    // Time grows with size for each algorithm.
+    for (auto a : m->Applicable()) {
+      double last = 0;
+      for (double n = 8; n <= 8e9; n *= 4) {
+        double t = m->Predict(a, n).time_s;
+        EXPECT_GT(t, last);
+        last = t;
+      }
+    }
+  }
+}
+
+TEST(CostModel, HierarchicalBeatsFlatRingAcrossNodesForLargeMessages) {
+  ClusterShape s = EightGpuNodes(8);
+  s.inter = NetworkLinkCost(100000, false);  // one 100G NIC per node
+  auto m = CostModel::Create(s);
+  ASSERT_TRUE(m.ok());
+  auto hier = m->Predict(AllReduceAlgorithm::kHierarchical, 1e9);
+  auto ring = m->Predict(AllReduceAlgorithm::kRing, 1e9);
+  EXPECT_LT(hier.time_s, ring.time_s);
+  EXPECT_EQ(m->Best(1e9).algorithm, AllReduceAlgorithm::kHierarchical);
+}
+
+TEST(CostModel, SingleRankCostsNothing) {
+  ClusterShape s;
+  auto m = CostModel::Create(s);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->Predict(AllReduceAlgorithm::kRing, 1e6).time_s, 0);
+  EXPECT_EQ(m->Predict(AllReduceAlgorithm::kRing, 1e6).busbw_Bps, 0);
+}
+
+TEST(CostModel, LinkCostDerivations) {
+  auto gen4 = PCIeLinkCost(4, 16);
+  EXPECT_NEAR(gen4.beta_Bps / 1e9, 16 * 128.0 / 130 / 8 * 16 * 0.8, 1e-6);
+  EXPECT_GT(PCIeLinkCost(5, 16).beta_Bps, gen4.beta_Bps);
+  EXPECT_GT(gen4.beta_Bps, PCIeLinkCost(4, 8).beta_Bps);
+  EXPECT_NEAR(NetworkLinkCost(400000, true).beta_Bps, 0.9 * 50e9, 1);
+  EXPECT_LT(NetworkLinkCost(100000, true).alpha_s, NetworkLinkCost(100000, false).alpha_s);
+  EXPECT_FALSE(gen4.derivation.empty());
+}
+
+TEST(CostModel, HostProfile) {
+  auto defaults = ProbeHostProfile({.measure = false});
+  EXPECT_EQ(defaults.memcpy_Bps, 5e9);
+  HostProfileOptions o;
+  o.memcpy_bytes = 4 << 20;
+  o.stream_bytes = 8 << 20;
+  o.pingpongs = 20;
+  auto measured = ProbeHostProfile(o);
+  EXPECT_GT(measured.memcpy_Bps, 0);
+  EXPECT_GT(measured.loopback_alpha_s, 0);
+  EXPECT_GT(measured.loopback_beta_Bps, 0);
+  EXPECT_GE(measured.notes.size(), 2u);
+  auto m = CostModel::Create(HostShape(measured, 4, /*tcp=*/true));
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->shape().intra.link, LinkClass::kLoopback);
+  EXPECT_GT(m->Predict(AllReduceAlgorithm::kRing, 1 << 20).time_s, 0);
+  EXPECT_EQ(CostModel::Create(HostShape(measured, 4, false))->shape().intra.link, LinkClass::kSHM);
+}
+
+}  // namespace
+}  // namespace commkit::topology

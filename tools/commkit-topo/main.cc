@@ -1,0 +1,246 @@
+// commkit-topo: probe, show, export and advise on this machine's GPU/NIC topology.
+//
+//   commkit-topo show [--json]                 devices, NICs, interfaces, prober status
+//   commkit-topo matrix                        nvidia-smi topo -m style matrix
+//   commkit-topo export --format nccl-xml|nvsmi|json [-o FILE]
+//   commkit-topo advise [--format shell|env|json] [--master-addr A]
+//   commkit-topo capture DIR|FILE.tar.gz       save exactly what the probes read
+//   --from DIR|FILE.tar.gz|TOPOLOGY_FILE       replay a capture, or import a topology file
+// Exit codes: 0 ok; 1 usage error; 2 input could not be read/imported; 3 output could not be written;
+// 4 advise found a user setting that contradicts the machine.
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "commkit/common/strings.h"
+#include "commkit/topology/advisor.h"
+#include "commkit/topology/export.h"
+#include "commkit/topology/import.h"
+#include "commkit/topology/probe.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using namespace commkit;
+using namespace commkit::topology;
+
+namespace {
+
+constexpr int kUsage = 1, kInput = 2, kOutput = 3, kConflict = 4;
+
+int RunTar(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, "tar", nullptr, nullptr, argv.data(), environ) != 0) return -1;
+  int st = 0;
+  if (waitpid(pid, &st, 0) < 0) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+bool IsTarGz(const std::string& p) { return EndsWith(p, ".tar.gz") || EndsWith(p, ".tgz"); }
+
+nlohmann::json ReportJson(const ProbeReport& r) {
+  using json = nlohmann::json;
+  json j;
+  j["hostname"] = r.topology.metadata().hostname;
+  j["gpus"] = json::array();
+  for (NodeId id : r.topology.Gpus()) {
+    const Node& n = r.topology.node(id);
+    j["gpus"].push_back({{"index", n.gpu.index}, {"name", n.gpu.name}, {"bus_id", n.pci.bus_id},
+                         {"pcie_gen", n.pci.link.gen}, {"pcie_width", n.pci.link.width}, {"numa", r.topology.node(r.topology.CpuOf(id) == kNoNode ? id : r.topology.CpuOf(id)).cpu.numa_id}});
+  }
+  j["nics"] = json::array();
+  for (NodeId id : r.topology.Nics()) {
+    const Node& n = r.topology.node(id);
+    json ports = json::array();
+    for (const auto& p : n.nic.ports) ports.push_back({{"port", p.port}, {"state", p.state}, {"link_layer", p.link_layer}, {"gbps", p.speed_gbps}});
+    j["nics"].push_back({{"name", n.nic.name}, {"kind", ToString(n.nic.kind)}, {"bus_id", n.pci.bus_id}, {"netdevs", n.nic.netdevs}, {"ports", ports}});
+  }
+  j["interfaces"] = json::array();
+  for (const auto& i : r.network.interfaces) {
+    json addrs = json::array();
+    for (const auto& a : i.addresses) addrs.push_back(StrCat(a.address, "/", a.prefix_len));
+    j["interfaces"].push_back({{"name", i.name}, {"up", i.up}, {"operstate", i.operstate}, {"virtual", i.is_virtual},
+                               {"speed_mbps", i.speed_mbps.value_or(-1)}, {"mtu", i.mtu}, {"pci", i.pci_address}, {"addresses", addrs}});
+  }
+  j["gids"] = json::array();
+  for (const auto& g : r.gids) j["gids"].push_back({{"device", g.device}, {"port", g.port}, {"index", g.index}, {"gid", g.gid}, {"type", g.type}, {"ndev", g.ndev}});
+  j["system"] = {{"hypervisor", r.system.hypervisor}, {"pci_tree_flat", r.system.pci_tree_flat}, {"iommu_present", r.system.iommu_present},
+                 {"iommu_passthrough", r.system.iommu_passthrough}, {"acs_enabled_bridges", r.system.acs_enabled_bridges},
+                 {"nvswitch", r.system.nvswitch_present}, {"efa", r.system.efa_present}, {"nvidia_peermem", r.system.nvidia_peermem},
+                 {"uverbs", r.system.uverbs}, {"cpu_vendor", r.system.cpu_vendor}, {"cpu_model", r.system.cpu_model}};
+  j["driver_version"] = r.gpu.driver_version;
+  j["probers"] = json::array();
+  for (const auto& p : r.probers) j["probers"].push_back({{"name", p.name}, {"state", ToString(p.state)}, {"detail", p.detail}});
+  j["warnings"] = r.warnings;
+  return j;
+}
+
+void PrintShow(const ProbeReport& r) {
+  std::cout << "host: " << (r.topology.metadata().hostname.empty() ? "?" : r.topology.metadata().hostname) << "\n";
+  if (r.topology.GpuCount() == 0) {
+    const ProberStatus* nv = r.Prober("nvml");
+    std::string why = nv && nv->state != ProberState::kOk ? nv->detail : "none found";
+    if (StartsWith(why, "skipped: ")) why = why.substr(9);
+    std::cout << "GPUs: no GPU (" << why << ")\n";
+  } else {
+    std::cout << "GPUs: " << r.topology.GpuCount() << "\n";
+    for (NodeId id : r.topology.Gpus()) {
+      const Node& n = r.topology.node(id);
+      std::cout << "  " << n.label << "  " << n.gpu.name << "  " << n.pci.bus_id << "  PCIe gen" << n.pci.link.gen << " x" << n.pci.link.width << "\n";
+    }
+  }
+  std::cout << "NICs:\n";
+  for (NodeId id : r.topology.Nics()) {
+    const Node& n = r.topology.node(id);
+    std::cout << "  " << n.nic.name << "  " << ToString(n.nic.kind) << "  " << n.pci.bus_id << "  " << n.nic.SpeedGbps() << " Gb/s"
+              << (n.nic.netdevs.empty() ? "" : "  netdev " + Join(n.nic.netdevs, ",")) << "\n";
+  }
+  std::cout << "interfaces:\n";
+  for (const auto& i : r.network.interfaces) {
+    std::vector<std::string> addrs;
+    for (const auto& a : i.addresses) addrs.push_back(StrCat(a.address, "/", a.prefix_len));
+    std::cout << "  " << i.name << "  " << (i.up ? "up" : i.operstate) << (i.loopback ? " loopback" : i.is_virtual ? " virtual" : "")
+              << (i.speed_mbps ? StrCat(" ", *i.speed_mbps, " Mb/s") : "") << " mtu " << i.mtu << "  " << Join(addrs, " ") << "\n";
+  }
+  auto pick = PredictNcclSocketInterfaces(r.network, NcclSocketOptions::FromEnvironment());
+  std::cout << "NCCL socket interface: " << (pick.found() ? pick.selected[0].ifname + " " + pick.selected[0].address : "none")
+            << "  (rule " << pick.rule << ")\n";
+  for (const auto& p : r.probers) std::cout << "prober " << p.name << ": " << ToString(p.state) << " - " << p.detail << "\n";
+  for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
+}
+
+bool WriteOut(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    return true;
+  }
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"commkit-topo: GPU/NIC topology of this machine, NCCL environment advice"};
+  app.require_subcommand(1);
+  std::string from;
+  app.add_option("--from", from, "replay a capture directory/.tar.gz, or import a topology file (NCCL XML, nvidia-smi topo -m)");
+  bool json_out = false;
+  auto* show = app.add_subcommand("show", "devices, NICs, interfaces and prober status");
+  show->add_flag("--json", json_out, "machine-readable output");
+  auto* matrix = app.add_subcommand("matrix", "GPU/NIC path matrix (nvidia-smi topo -m style)");
+  std::string format = "nccl-xml", out_path;
+  auto* exp = app.add_subcommand("export", "write the topology in another format");
+  exp->add_option("--format", format, "nccl-xml | nvsmi | json")->check(CLI::IsMember({"nccl-xml", "nvsmi", "json"}));
+  exp->add_option("-o,--output", out_path, "output file (default stdout)");
+  std::string advise_format = "shell", master;
+  auto* adv = app.add_subcommand("advise", "recommended NCCL/libfabric environment with reasons");
+  adv->add_option("--format", advise_format, "shell | env | json")->check(CLI::IsMember({"shell", "env", "json"}));
+  adv->add_option("--master-addr", master, "IP of MASTER_ADDR (default: $MASTER_ADDR)");
+  std::string capture_to;
+  auto* cap = app.add_subcommand("capture", "save exactly what the probes read, for --from replay");
+  cap->add_option("DEST", capture_to, "directory or FILE.tar.gz")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  std::optional<ProbeReport> report;
+  std::optional<fs::path> tmp;
+  if (!from.empty()) {
+    fs::path src = from;
+    if (IsTarGz(from)) {
+      tmp = fs::temp_directory_path() / StrCat("commkit-topo-", getpid());
+      fs::create_directories(*tmp);
+      if (RunTar({"tar", "-xzf", from, "-C", tmp->string()}) != 0) {
+        std::cerr << "commkit-topo: cannot extract " << from << " (tar failed)\n";
+        return kInput;
+      }
+      src = *tmp;
+    }
+    if (fs::is_directory(src)) {
+      auto r = ProbeTopology(*SystemView::Replay(src));
+      if (!r.ok()) {
+        std::cerr << "commkit-topo: " << r.status().ToString() << "\n";
+        return kInput;
+      }
+      report = std::move(*r);
+    } else {
+      auto t = ImportTopologyFile(src);
+      if (!t.ok()) {
+        std::cerr << "commkit-topo: " << t.status().ToString() << "\n";
+        return kInput;
+      }
+      report.emplace();
+      report->topology = std::move(*t);
+    }
+  }
+  if (cap->parsed()) {
+    if (!from.empty()) {
+      std::cerr << "commkit-topo: capture reads this machine; it cannot be combined with --from\n";
+      return kUsage;
+    }
+    fs::path dir = IsTarGz(capture_to) ? fs::temp_directory_path() / StrCat("commkit-topo-cap-", getpid()) : fs::path(capture_to);
+    auto live = SystemView::Live();
+    if (Status s = live->StartCapture(dir); !s.ok()) {
+      std::cerr << "commkit-topo: " << s.ToString() << "\n";
+      return kOutput;
+    }
+    auto r = ProbeTopology(*live);
+    live->StopCapture();
+    if (IsTarGz(capture_to)) {
+      int rc = RunTar({"tar", "-czf", capture_to, "-C", dir.string(), "."});
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+      if (rc != 0) {
+        std::cerr << "commkit-topo: tar failed writing " << capture_to << "\n";
+        return kOutput;
+      }
+    }
+    std::cout << "captured to " << capture_to << (r.ok() ? "" : " (probe: " + r.status().ToString() + ")") << "\n";
+    return 0;
+  }
+  if (!report) {
+    auto r = ProbeTopology(*SystemView::Live());
+    if (!r.ok()) {
+      std::cerr << "commkit-topo: " << r.status().ToString() << "\n";
+      return kInput;
+    }
+    report = std::move(*r);
+  }
+  int rc = 0;
+  if (show->parsed()) {
+    if (json_out) std::cout << ReportJson(*report).dump(2) << "\n";
+    else PrintShow(*report);
+  } else if (matrix->parsed()) {
+    std::cout << ExportNvsmiMatrix(report->topology);
+  } else if (exp->parsed()) {
+    std::string text = format == "nccl-xml" ? ExportNcclXml(report->topology)
+                       : format == "nvsmi"  ? ExportNvsmiMatrix(report->topology)
+                                            : ReportJson(*report).dump(2) + "\n";
+    if (!WriteOut(out_path, text)) {
+      std::cerr << "commkit-topo: cannot write " << out_path << "\n";
+      rc = kOutput;
+    }
+  } else if (adv->parsed()) {
+    AdvisorOptions opts = AdvisorOptions::FromEnvironment();
+    if (!master.empty()) opts.master_addr = master;
+    Advice a = Advise(*report, opts);
+    std::cout << (advise_format == "json" ? a.ToJson() + "\n" : advise_format == "env" ? a.ToEnvFile() : a.ToShell());
+    for (const auto& s : a.settings)
+      if (s.conflict) rc = kConflict;
+  }
+  if (tmp) {
+    std::error_code ec;
+    fs::remove_all(*tmp, ec);
+  }
+  return rc;
+}

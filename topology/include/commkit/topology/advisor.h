@@ -1,0 +1,46 @@
+// Advisor: NCCL/libfabric environment settings derived from a probed topology, the interfaces and
+// routes, and the current environment. Each recommendation carries a one-line reason. A variable
+// the user already set is never overridden: it is reported (and flagged when it contradicts the
+// machine, e.g. NCCL_SOCKET_IFNAME=eth0 on a host without eth0). Pure function; thread-safe.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commkit/topology/probe.h"
+
+namespace commkit::topology {
+
+struct AdvisorOptions {
+  std::optional<std::string> master_addr;       // IP literal of MASTER_ADDR / the rendezvous host
+  std::map<std::string, std::string> env;       // the user's environment (only NCCL_*/FI_* matter)
+  // Snapshot of NCCL_*, FI_*, MASTER_ADDR and CUDA_VISIBLE_DEVICES from this process's environment.
+  static AdvisorOptions FromEnvironment();
+};
+
+struct Recommendation {
+  std::string variable;
+  std::string value;      // recommended value
+  std::string reason;     // one line
+  bool user_set = false;  // the user already set it: not exported, only reported
+  std::string user_value;
+  bool conflict = false;  // the user's value contradicts the topology
+};
+
+struct Advice {
+  std::vector<Recommendation> settings;
+  std::vector<std::string> findings;  // conflicts and observations, one line each
+  const Recommendation* Find(std::string_view variable) const;
+  // "# reason\nexport VAR=value\n" for every recommendation the user has not set.
+  std::string ToShell() const;
+  // "VAR=value" lines (docker --env-file / systemd EnvironmentFile), comments with reasons.
+  std::string ToEnvFile() const;
+  // {"settings":[{variable,value,reason,user_set,user_value,conflict}], "findings":[...]}
+  std::string ToJson() const;
+};
+
+Advice Advise(const ProbeReport& report, const AdvisorOptions& options);
+
+}  // namespace commkit::topology

@@ -1,0 +1,39 @@
+// Exporters: render a Topology for people and other tools. Pure functions, thread-safe.
+#pragma once
+
+#include <string>
+
+#include "commkit/topology/model.h"
+#include "commkit/topology/path.h"
+
+namespace commkit::topology {
+
+struct NvsmiExportOptions {
+  // true: NICs as NIC0.. columns plus a "NIC Legend" (newer drivers); false: NIC names as columns.
+  bool nic_legend = true;
+  bool legend = true;   // append the path legend
+  PathOptions paths;
+};
+
+// An `nvidia-smi topo -m`-style matrix: tab-separated GPU x GPU x NIC cells from ComputePaths(),
+// CPU Affinity / NUMA Affinity columns (from GpuAffinity entries or the GPUs' CPU nodes), legend.
+// ImportNvsmiMatrix(ExportNvsmiMatrix(t)) yields the same matrix.
+std::string ExportNvsmiMatrix(const Topology& topo, const NvsmiExportOptions& options = {});
+
+// NCCL topology XML (NCCL_TOPO_FILE format, <system version="1">) with every attribute the model
+// knows (cpu numaid/affinity/arch/vendor/familyid/modelid, pci class/vendor/device/link, gpu
+// dev/sm/rank/gdr + nvlink, nic/net) so NCCL does not have to read them from sysfs. Nodes with no
+// CPU above them (e.g. from nvidia-smi text) cannot be placed and are left out.
+// ImportNcclXml(ExportNcclXml(t)) gives the same devices and paths.
+std::string ExportNcclXml(const Topology& topo);
+
+// Graphviz DOT: nodes by kind (CPU/switch/GPU/NIC/NVSwitch), PCIe tree edges labelled
+// "PCIe Gen4 x16 31.5 GB/s", NVLink/C2C/SMP edges labelled with type and GB/s.
+std::string ExportDot(const Topology& topo);
+
+// Self-contained SVG (no external program): layered layout with CPUs on top, host bridges and
+// switches below by tree depth, GPUs/NICs/other devices in the bottom row, NVSwitches beneath;
+// edges labelled with link type and GB/s.
+std::string ExportSvg(const Topology& topo);
+
+}  // namespace commkit::topology

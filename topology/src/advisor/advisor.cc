@@ -1,0 +1,316 @@
+// NCCL / libfabric environment advice from a ProbeReport.
+#include "commkit/topology/advisor.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "commkit/common/strings.h"
+
+extern char** environ;
+
+namespace commkit::topology {
+namespace {
+
+bool UnsuitableForPeers(std::string_view name) {
+  return name == "lo" || StartsWith(name, "docker") || StartsWith(name, "veth") || StartsWith(name, "virbr") ||
+         StartsWith(name, "br-") || StartsWith(name, "cni") || StartsWith(name, "flannel");
+}
+
+class Builder {
+ public:
+  Builder(const AdvisorOptions& o, Advice& a) : opts_(o), advice_(a) {}
+  // Adds a recommendation; when the user set the variable, records theirs (never overridden).
+  Recommendation& Add(std::string var, std::string value, std::string reason) {
+    Recommendation r;
+    r.variable = std::move(var);
+    r.value = std::move(value);
+    r.reason = std::move(reason);
+    if (auto u = User(r.variable)) {
+      r.user_set = true;
+      r.user_value = *u;
+    }
+    advice_.settings.push_back(std::move(r));
+    return advice_.settings.back();
+  }
+  // Records a user setting that contradicts the machine (also when we have no recommendation).
+  void Conflict(const std::string& var, std::string why) {
+    for (auto& r : advice_.settings)
+      if (r.variable == var) {
+        r.conflict = true;
+        advice_.findings.push_back(StrCat(var, "=", r.user_value, ": ", why));
+        return;
+      }
+    Recommendation r;
+    r.variable = var;
+    r.user_set = true;
+    r.user_value = User(var).value_or("");
+    r.conflict = true;
+    r.reason = why;
+    advice_.findings.push_back(StrCat(var, "=", r.user_value, ": ", why));
+    advice_.settings.push_back(std::move(r));
+  }
+  std::optional<std::string> User(const std::string& var) const {
+    auto it = opts_.env.find(var);
+    if (it == opts_.env.end()) return std::nullopt;
+    return it->second;
+  }
+  void Finding(std::string f) { advice_.findings.push_back(std::move(f)); }
+
+ private:
+  const AdvisorOptions& opts_;
+  Advice& advice_;
+};
+
+void SocketIfname(const ProbeReport& rep, const AdvisorOptions& opts, Builder& b) {
+  const NetworkInfo& net = rep.network;
+  std::string chosen, why;
+  if (opts.master_addr) {
+    auto m = InterfaceForAddress(net, *opts.master_addr);
+    if (!m.ok()) {
+      b.Finding(StrCat("MASTER_ADDR ", *opts.master_addr, ": ", m.status().message()));
+    } else if (m->ifname == "lo") {
+      b.Finding(StrCat("MASTER_ADDR ", *opts.master_addr, " is loopback: fine for a single node only"));
+    } else {
+      chosen = m->ifname;
+      why = m->loopback ? StrCat("holds MASTER_ADDR ", *opts.master_addr, " (this host is the master)")
+                        : StrCat("routes to MASTER_ADDR ", *opts.master_addr,
+                                 m->route.is_default() ? std::string(" (default route)")
+                                                       : StrCat(" (", m->route.destination, "/", m->route.prefix_len, ")"));
+    }
+  }
+  if (chosen.empty() && !(opts.master_addr && InterfaceForAddress(net, *opts.master_addr).ok())) {
+    for (const auto& r : net.routes)
+      if (r.family == AddressFamily::kIPv4 && r.is_default() && !UnsuitableForPeers(r.ifname)) {
+        chosen = r.ifname;
+        why = "carries the IPv4 default route";
+        break;
+      }
+    if (chosen.empty())
+      for (const auto& nif : net.interfaces)
+        if (nif.up && !nif.loopback && !nif.is_virtual && !UnsuitableForPeers(nif.name) &&
+            std::any_of(nif.addresses.begin(), nif.addresses.end(),
+                        [](const InterfaceAddress& a) { return a.family == AddressFamily::kIPv4; })) {
+          chosen = nif.name;
+          why = "is the first physical interface that is up with an IPv4 address";
+          break;
+        }
+  }
+  if (!chosen.empty() && UnsuitableForPeers(chosen)) {
+    b.Finding(StrCat(chosen, " reaches the master but is a loopback/container/bridge interface; other nodes cannot use it"));
+    chosen.clear();
+  }
+  if (!chosen.empty()) {
+    const NetInterface* nif = net.Find(chosen);
+    if (nif && !nif->up) b.Finding(StrCat(chosen, " is the interface to use but its link is ", nif->operstate));
+    b.Add("NCCL_SOCKET_IFNAME", chosen, StrCat(chosen, " ", why, "; the same name must exist on every node"));
+  }
+  // What NCCL will actually do with the user's value (or by default).
+  NcclSocketOptions so;
+  so.socket_ifname = b.User("NCCL_SOCKET_IFNAME");
+  so.socket_family = b.User("NCCL_SOCKET_FAMILY");
+  so.comm_id = b.User("NCCL_COMM_ID");
+  NcclSocketChoice pick = PredictNcclSocketInterfaces(net, so);
+  if (so.socket_ifname) {
+    if (!pick.found()) {
+      b.Conflict("NCCL_SOCKET_IFNAME", "no interface on this host matches it (NCCL: 'Bootstrap : no socket interface found')");
+    } else {
+      const NetInterface* first = net.Find(pick.selected[0].ifname);
+      if (first && !first->up && !first->loopback)
+        b.Conflict("NCCL_SOCKET_IFNAME", StrCat("matches ", first->name, " whose link is ", first->operstate));
+      else if (!chosen.empty() && pick.selected[0].ifname != chosen)
+        b.Conflict("NCCL_SOCKET_IFNAME", StrCat("NCCL will use ", pick.selected[0].ifname, " but ", chosen, " ", why));
+    }
+  } else if (pick.found() && !chosen.empty() && pick.selected[0].ifname != chosen) {
+    b.Finding(StrCat("without NCCL_SOCKET_IFNAME NCCL would pick ", pick.selected[0].ifname, " (rule '", pick.rule, "'), not ", chosen));
+  }
+  for (const auto& n : pick.notes) b.Finding(StrCat("NCCL socket selection: ", n));
+}
+
+void PeerToPeer(const ProbeReport& rep, Builder& b) {
+  const auto& gpu = rep.gpu;
+  const std::size_t n = std::max(gpu.gpus.size(), gpu.can_access_peer.size());
+  if (n < 2) return;
+  std::string pair;
+  for (std::size_t i = 0; i < gpu.p2p_read.size() && pair.empty(); ++i)
+    for (std::size_t k = 0; k < gpu.p2p_read[i].size(); ++k)
+      if (i != k && gpu.p2p_read[i][k] != "OK" && gpu.p2p_read[i][k] != "X") {
+        pair = StrCat("GPU", i, "/GPU", k, " NVML P2P read status ", gpu.p2p_read[i][k]);
+        break;
+      }
+  for (std::size_t i = 0; i < gpu.can_access_peer.size() && pair.empty(); ++i)
+    for (std::size_t k = 0; k < gpu.can_access_peer[i].size(); ++k)
+      if (i != k && !gpu.can_access_peer[i][k]) {
+        pair = StrCat("GPU", i, "/GPU", k, " cuDeviceCanAccessPeer=0");
+        break;
+      }
+  if (!pair.empty()) {
+    auto& r = b.Add("NCCL_P2P_DISABLE", "1",
+                    StrCat("GPUs have no peer access (", pair, "): P2P paths fail with 'peer access is not supported'; NCCL uses SHM"));
+    if (r.user_set && r.user_value == "0")
+      b.Conflict("NCCL_P2P_DISABLE", "P2P forced on but these GPUs cannot access each other");
+    b.Finding("custom all-reduce kernels (vLLM/TRT-LLM/sglang) need P2P: disable them on this machine");
+    return;
+  }
+  if (!rep.system.acs_enabled_bridges.empty()) {
+    b.Add("NCCL_P2P_LEVEL", "NVL", StrCat("PCIe ACS redirect is enabled on ", Join(rep.system.acs_enabled_bridges, ","),
+                                          ": PCIe P2P goes through the root complex (slow or hangs); disable ACS or keep P2P to NVLink"));
+  } else if (rep.system.iommu_present && !rep.system.iommu_passthrough && rep.topology.GpuCount() > 1) {
+    b.Finding("IOMMU is active without iommu=pt: PCIe peer-to-peer and GPUDirect may be slow or hang; boot with iommu=pt");
+  }
+}
+
+void Rdma(const ProbeReport& rep, Builder& b) {
+  std::vector<std::string> active, inactive, roce;
+  int rdma_nics = 0;
+  for (NodeId id : rep.topology.Nics()) {
+    const NicInfo& nic = rep.topology.node(id).nic;
+    if (nic.kind != NicKind::kInfiniBand && nic.kind != NicKind::kRoCE) continue;
+    ++rdma_nics;
+    bool up = std::any_of(nic.ports.begin(), nic.ports.end(), [](const NicPort& p) { return p.state == "ACTIVE"; });
+    (up ? active : inactive).push_back(nic.name);
+    if (nic.kind == NicKind::kRoCE && up) roce.push_back(nic.name);
+  }
+  if (rdma_nics > 0 && active.empty()) {
+    b.Finding("no RDMA port is ACTIVE: NCCL falls back to sockets ('NET/IB : No device found')");
+  } else if (!inactive.empty()) {
+    b.Add("NCCL_IB_HCA", "=" + Join(active, ","), StrCat("only active HCAs; ", Join(inactive, ","), " has no ACTIVE port"));
+  }
+  if (auto u = b.User("NCCL_IB_HCA")) {
+    std::string spec = *u;
+    bool matched = false;
+    IfnameSpec s = ParseIfnameSpec(spec);
+    for (const auto& name : active) matched |= MatchesIfnameSpec(s, name);
+    if (!matched && rdma_nics > 0) b.Conflict("NCCL_IB_HCA", "matches no active HCA on this host");
+  }
+  if (!roce.empty()) {
+    // The lowest index that is an IPv4-mapped RoCE v2 GID on every active RoCE device.
+    std::optional<int> common;
+    bool ok = true;
+    for (const auto& dev : roce) {
+      std::set<int> idx;
+      for (const auto& g : rep.gids)
+        if (g.device == dev && g.type.find("v2") != std::string::npos && g.ipv4_mapped()) idx.insert(g.index);
+      if (idx.empty()) {
+        ok = false;
+        b.Finding(StrCat(dev, ": no IPv4-mapped RoCE v2 GID (configure an IPv4 address on its netdev)"));
+        continue;
+      }
+      if (!common || idx.count(*common) == 0) {
+        int candidate = *idx.begin();
+        if (common && candidate != *common) ok = false;
+        common = candidate;
+      }
+    }
+    if (common) {
+      auto& r = b.Add("NCCL_IB_GID_INDEX", std::to_string(*common),
+                      StrCat("GID ", *common, " is the IPv4-mapped RoCE v2 entry", ok ? "" : " (differs between HCAs: check each)",
+                             "; v1 or link-local GIDs fail with completion error 12"));
+      if (r.user_set) {
+        for (const auto& g : rep.gids)
+          if (std::to_string(g.index) == r.user_value && g.device == roce[0] &&
+              (g.type.find("v2") == std::string::npos || !g.ipv4_mapped()))
+            b.Conflict("NCCL_IB_GID_INDEX", StrCat("GID ", g.index, " on ", g.device, " is '", g.type, "' ", g.gid, ", not IPv4-mapped RoCE v2"));
+      }
+    }
+  }
+  if (active.size() >= 2 && rep.topology.GpuCount() >= 2)
+    b.Add("NCCL_CROSS_NIC", "0", StrCat(active.size(), " rails: keep each ring on one NIC index across nodes (rail-optimised fabrics); use 1 if the fabric is not rail-optimised"));
+  if (rdma_nics > 0 && rep.topology.GpuCount() > 0 && !rep.system.nvidia_peermem && !rep.system.nv_peer_mem)
+    b.Finding("GPUDirect RDMA unavailable: neither nvidia_peermem nor nv_peer_mem is loaded ('GPU Direct RDMA Disabled'); modprobe nvidia_peermem");
+}
+
+void Efa(const ProbeReport& rep, Builder& b) {
+  if (!rep.system.efa_present) return;
+  auto& p = b.Add("FI_PROVIDER", "efa", "EFA devices present: libfabric must use the efa provider");
+  if (p.user_set && p.user_value != "efa") b.Conflict("FI_PROVIDER", "this host has EFA devices; other providers fall back to TCP");
+  b.Add("FI_EFA_USE_DEVICE_RDMA", "1", "EFA RDMA read (p4d/p5/trn1): GPUDirect over EFA");
+  if (rep.system.ofi_nccl_plugin.empty())
+    b.Finding("aws-ofi-nccl plugin (libnccl-net.so) not found in the usual places: NCCL will use sockets over ENA; install it or set NCCL_NET_PLUGIN");
+  else
+    b.Finding(StrCat("aws-ofi-nccl plugin found: ", rep.system.ofi_nccl_plugin));
+  if (rep.system.uverbs.empty())
+    b.Finding("no /dev/infiniband/uverbs*: in a container pass the EFA devices (--device /dev/infiniband/uverbsN), else fi_getinfo finds no efa provider");
+}
+
+void Platform(const ProbeReport& rep, Builder& b) {
+  const std::size_t gpus = rep.topology.GpuCount();
+  if (gpus > 0 && rep.system.hypervisor && (rep.system.pci_tree_flat || rep.system.numa_unknown)) {
+    b.Add("NCCL_TOPO_FILE", "/etc/nccl/topo.xml",
+          "VM hides the PCIe tree (no switches / NUMA -1): give NCCL the vendor's topology file (or `commkit-topo export --format nccl-xml` from a bare-metal twin)");
+  }
+  if (rep.system.nvswitch_present) {
+    bool hopper = std::any_of(rep.gpu.gpus.begin(), rep.gpu.gpus.end(), [](const NvmlGpu& g) { return g.sm >= 90; });
+    if (hopper && rep.system.hypervisor)
+      b.Add("NCCL_NVLS_ENABLE", "0", "NVSwitch in a VM: NVLink SHARP multicast usually needs host fabric-manager support; avoid 'transport/nvls.cc' init failures");
+    b.Finding("NVSwitch present: nvidia-fabricmanager must be running (else CUDA error 802 'system not yet initialized')");
+  }
+}
+
+void Append(std::string& out, const Recommendation& r, bool env_file) {
+  out += StrCat("# ", r.reason, "\n", env_file ? "" : "export ", r.variable, "=", r.value, "\n");
+}
+
+}  // namespace
+
+AdvisorOptions AdvisorOptions::FromEnvironment() {
+  AdvisorOptions o;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    auto eq = kv.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string key(kv.substr(0, eq));
+    if (StartsWith(key, "NCCL_") || StartsWith(key, "FI_") || key == "MASTER_ADDR" || key == "CUDA_VISIBLE_DEVICES")
+      o.env[key] = std::string(kv.substr(eq + 1));
+  }
+  if (auto it = o.env.find("MASTER_ADDR"); it != o.env.end()) o.master_addr = it->second;
+  return o;
+}
+
+const Recommendation* Advice::Find(std::string_view variable) const {
+  for (const auto& r : settings)
+    if (r.variable == variable) return &r;
+  return nullptr;
+}
+
+std::string Advice::ToShell() const {
+  std::string out;
+  for (const auto& r : settings) {
+    if (r.user_set) out += StrCat("# ", r.variable, " already set by you to '", r.user_value, "'", r.conflict ? " (CONFLICT: " + r.reason + ")" : "", "\n");
+    else if (!r.value.empty()) Append(out, r, false);
+  }
+  for (const auto& f : findings) out += StrCat("# note: ", f, "\n");
+  return out;
+}
+
+std::string Advice::ToEnvFile() const {
+  std::string out;
+  for (const auto& r : settings)
+    if (!r.user_set && !r.value.empty()) Append(out, r, true);
+  return out;
+}
+
+std::string Advice::ToJson() const {
+  nlohmann::json j;
+  j["settings"] = nlohmann::json::array();
+  for (const auto& r : settings)
+    j["settings"].push_back({{"variable", r.variable}, {"value", r.value}, {"reason", r.reason},
+                             {"user_set", r.user_set}, {"user_value", r.user_value}, {"conflict", r.conflict}});
+  j["findings"] = findings;
+  return j.dump(2);
+}
+
+Advice Advise(const ProbeReport& report, const AdvisorOptions& options) {
+  Advice advice;
+  Builder b(options, advice);
+  SocketIfname(report, options, b);
+  PeerToPeer(report, b);
+  Rdma(report, b);
+  Efa(report, b);
+  Platform(report, b);
+  return advice;
+}
+
+}  // namespace commkit::topology
