@@ -20,7 +20,8 @@ const char* ToString(CheckStatus status) {
 }
 
 void CheckRegistry::Add(Check check) {
-  for (const Check& c : checks_) COMMKIT_CHECK(c.info.id != check.info.id);
+  for (const Check& c : checks_)
+    COMMKIT_CHECK(c.info.id != check.info.id, "gpudoctor: duplicate check id '", check.info.id, "'");
   checks_.push_back(std::move(check));
 }
 

@@ -138,11 +138,15 @@ CheckOutcome Memlock(const Ctx& ctx) {
       "/etc/security/limits.conf: '* soft memlock unlimited' and '* hard memlock unlimited'; Slurm: "
       "PropagateResourceLimits=NONE (or -ALL except MEMLOCK) in slurm.conf and LimitMEMLOCK=infinity for slurmd; "
       "docker run --ulimit memlock=-1; systemd units: LimitMEMLOCK=infinity";
-  if (bytes < (1ll << 30))
-    return Outcome(rdma ? CheckStatus::kFail : CheckStatus::kWarn,
+  if (bytes < (1ll << 30) && !rdma)
+    return Outcome(CheckStatus::kPass,
                    StrCat("memlock limit is ", HumanBytes(static_cast<double>(bytes)),
-                          rdma ? ": ibv_create_qp/ibv_create_cq / ibv_reg_mr will fail for NCCL's IB transport"
-                               : " (matters once RDMA devices are used)"),
+                          "; too low for RDMA, but no RDMA devices are present"),
+                   ev);
+  if (bytes < (1ll << 30))
+    return Outcome(CheckStatus::kFail,
+                   StrCat("memlock limit is ", HumanBytes(static_cast<double>(bytes)),
+                          ": ibv_create_qp/ibv_create_cq / ibv_reg_mr will fail for NCCL's IB transport"),
                    ev, fix);
   return Outcome(CheckStatus::kPass, StrCat("memlock limit is ", HumanBytes(static_cast<double>(bytes))), ev);
 }

@@ -39,6 +39,53 @@ TEST(NodeChecksTest, MemlockWithIb) {
   EXPECT_EQ(RunOne("host-memlock64k-ib", "rdma.uverbs").outcome.status, CheckStatus::kPass);
 }
 
+TEST(NodeChecksTest, LowMemlockWithoutRdmaPasses) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/rlimit.memlock", "soft=65536 hard=65536");
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"limits.memlock"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
+  dir.Write(".commkit/facts/rlimit.memlock", "soft=unlimited hard=unlimited");
+  dir.Write("sys/class/infiniband/mlx5_0/node_type", "1");
+  rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"limits.memlock"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
+  EXPECT_EQ(rep.records.at(0).outcome.summary, "memlock is unlimited");
+}
+
+TEST(NodeChecksTest, FabricManagerOnNvswitchSystem) {
+  testing::TempDir dir;
+  dir.Write("sys/bus/pci/devices/0000:05:00.0/vendor", "0x10de\n");
+  dir.Write("sys/bus/pci/devices/0000:05:00.0/class", "0x068000\n");
+  dir.Write("sys/bus/pci/devices/0000:18:00.0/vendor", "0x10de\n");
+  dir.Write("sys/bus/pci/devices/0000:18:00.0/class", "0x030200\n");
+  dir.Write(".commkit/facts/systemctl.nvidia-fabricmanager", "inactive");
+  auto run = [&] {
+    return RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"gpu.fabricmanager"}, {}})
+        .records.at(0)
+        .outcome;
+  };
+  CheckOutcome o = run();
+  EXPECT_EQ(o.status, CheckStatus::kFail);
+  EXPECT_EQ(o.evidence.at(0), "NVSwitch PCI devices: 0000:05:00.0");
+  EXPECT_NE(o.fix.find("systemctl enable --now nvidia-fabricmanager"), std::string::npos);
+  dir.Write(".commkit/facts/systemctl.nvidia-fabricmanager", "active");
+  EXPECT_EQ(run().status, CheckStatus::kPass);
+}
+
+TEST(NodeChecksTest, PeermemWithIbAndGpus) {
+  testing::TempDir dir;
+  dir.Write("sys/class/infiniband/mlx5_0/node_type", "1");
+  dir.Write("proc/driver/nvidia/gpus/0000:18:00.0/information", "Model: H100\n");
+  auto run = [&] {
+    return RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"rdma.peermem"}, {}})
+        .records.at(0)
+        .outcome;
+  };
+  EXPECT_EQ(run().status, CheckStatus::kWarn);
+  EXPECT_NE(run().fix.find("modprobe nvidia_peermem"), std::string::npos);
+  dir.Write("sys/module/nvidia_peermem/refcnt", "0");
+  EXPECT_EQ(run().status, CheckStatus::kPass);
+}
+
 TEST(NodeChecksTest, Xid79) {
   CheckRecord r = RunOne("host-xid79", "kernel.xid");
   EXPECT_EQ(r.outcome.status, CheckStatus::kFail);
