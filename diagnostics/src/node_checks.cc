@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <regex>
 #include <set>
@@ -431,15 +432,26 @@ CheckOutcome NcclLibs(const Ctx& ctx) {
   if (auto it = env.find("LD_LIBRARY_PATH"); it != env.end())
     for (const std::string& d : Split(it->second, ':', true))
       if (StartsWith(d, "/") && std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
-  static const std::regex kLib(R"(^libnccl\.so\.(\d+\.\d+\.\d+)$)");
-  std::map<std::string, std::vector<std::string>> versions;
-  for (const std::string& d : dirs) {
-    auto entries = ctx.system->ListDir(d);
-    if (!entries.ok()) continue;
-    for (const std::string& e : *entries) {
-      std::smatch m;
-      if (std::regex_match(e, m, kLib)) versions[m[1].str()].push_back(d + "/" + e);
+  // Library directories hold thousands of entries: capturing their listings would make snapshots slow
+  // and large, so the scan is one fact ("nccl.libs": one absolute path per line) filtered live.
+  std::string found = FactOr(ctx, "nccl.libs", [&] {
+    std::vector<std::string> paths;
+    for (const std::string& d : dirs) {
+      std::error_code ec;
+      std::filesystem::path dir = ctx.system->root() / std::filesystem::path(d).relative_path();
+      for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        std::string name = it->path().filename().string();
+        if (StartsWith(name, "libnccl.so.")) paths.push_back(d + "/" + name);
+      }
     }
+    std::sort(paths.begin(), paths.end());
+    return Join(paths, "\n");
+  });
+  static const std::regex kLib(R"(^(.*)/libnccl\.so\.(\d+\.\d+\.\d+)$)");
+  std::map<std::string, std::vector<std::string>> versions;
+  for (const std::string& path : Split(found, '\n', true)) {
+    std::smatch m;
+    if (std::regex_match(path, m, kLib)) versions[m[2].str()].push_back(path);
   }
   std::vector<std::string> ev;
   for (auto& [v, paths] : versions) ev.push_back("NCCL " + v + ": " + Join(paths, " "));
