@@ -362,6 +362,26 @@ CheckOutcome EnvNccl(const Ctx& ctx) {
     problems.push_back("NCCL_IB_DISABLE=1 together with NCCL_IB_HCA=" + env["NCCL_IB_HCA"] + ": IB is disabled, NCCL_IB_HCA is ignored");
     fixes.push_back("unset NCCL_IB_DISABLE or NCCL_IB_HCA");
   }
+  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) {
+    const std::string& cvd = it->second;
+    int gpus = GpuCount(ctx);
+    if (Trim(cvd).empty() || cvd == "-1" || cvd == "NoDevFiles") {
+      raise(CheckStatus::kWarn);
+      problems.push_back("CUDA_VISIBLE_DEVICES='" + cvd + "' hides every GPU from CUDA");
+      fixes.push_back("unset CUDA_VISIBLE_DEVICES (or list the GPU indices/UUIDs to use)");
+    } else if (gpus > 0) {
+      for (const std::string& entry : Split(cvd, ',', true)) {
+        auto index = ParseInt(Trim(entry));
+        if (index && (*index < 0 || *index >= gpus)) {
+          raise(CheckStatus::kWarn);
+          problems.push_back(StrCat("CUDA_VISIBLE_DEVICES=", cvd, " names GPU ", *index, " but the node has ", gpus,
+                                    " (CUDA ignores it and every later entry)"));
+          fixes.push_back(StrCat("export CUDA_VISIBLE_DEVICES with indices 0..", gpus - 1));
+          break;
+        }
+      }
+    }
+  }
   if (auto it = env.find("NCCL_DEBUG"); it != env.end() && it->second == "TRACE")
     ev.push_back("NCCL_DEBUG=TRACE is very verbose (only available in debug builds); use INFO for diagnosis");
   if (!env.count("NCCL_DEBUG")) ev.push_back("hint: export NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET when reproducing a failure");

@@ -122,6 +122,25 @@ TEST(NodeChecksTest, EnvTyposAndContradictions) {
   EXPECT_NE(o.fix.find("export NCCL_SOCKET_IFNAME=eth0; unset NCCL_SOCKET_IFNAM"), std::string::npos);
 }
 
+TEST(NodeChecksTest, CudaVisibleDevicesOutOfRange) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=0,1,2");
+  dir.Write("proc/driver/nvidia/gpus/0000:18:00.0/information", "Model: H100\n");
+  dir.Write("proc/driver/nvidia/gpus/0000:2a:00.0/information", "Model: H100\n");
+  auto run = [&] {
+    return RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"env.nccl"}, {}})
+        .records.at(0)
+        .outcome;
+  };
+  CheckOutcome o = run();
+  EXPECT_EQ(o.status, CheckStatus::kWarn);
+  EXPECT_NE(o.summary.find("names GPU 2 but the node has 2"), std::string::npos) << o.summary;
+  dir.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=1,0");
+  EXPECT_EQ(run().status, CheckStatus::kPass);
+  dir.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(run().status, CheckStatus::kWarn);
+}
+
 TEST(NodeChecksTest, NoDriverSkipsWithReason) {
   testing::TempDir dir;
   dir.Write(".commkit/facts/dlopen.nvml", "libnvidia-ml.so.1 not found");
