@@ -54,19 +54,27 @@ bool GlobMatch(std::string_view p, std::string_view t) {
 namespace {
 bool Selected(const std::vector<std::string>& globs, const CheckInfo& info) {
   for (const std::string& g : globs)
-    if (GlobMatch(g, info.id) || GlobMatch(g, info.category)) return true;
+    if (GlobMatch(g, info.id) || GlobMatch(g, info.category) || GlobMatch(g + ".*", info.id)) return true;
   return false;
 }
 }  // namespace
 
-Report RunChecks(const CheckRegistry& registry, const CheckContext& context, const Selection& selection) {
-  Report report;
+std::vector<const Check*> SelectChecks(const CheckRegistry& registry, const Selection& selection) {
+  std::vector<const Check*> out;
   for (const Check& check : registry.checks()) {
     if (!selection.only.empty() && !Selected(selection.only, check.info)) continue;
     if (Selected(selection.skip, check.info)) continue;
-    CheckRecord record{check.info, {}};
+    out.push_back(&check);
+  }
+  return out;
+}
+
+Report RunChecks(const CheckRegistry& registry, const CheckContext& context, const Selection& selection) {
+  Report report;
+  for (const Check* check : SelectChecks(registry, selection)) {
+    CheckRecord record{check->info, {}};
     try {
-      record.outcome = check.run(context);
+      record.outcome = check->run(context);
     } catch (const std::exception& e) {
       record.outcome = {CheckStatus::kFail, std::string("check crashed: ") + e.what(), {}, ""};
     }

@@ -36,6 +36,8 @@ TEST(CheckFrameworkTest, SelectionAndExitCodes) {
   Report alpha = RunChecks(r, ctx, {{"alpha"}, {}});
   EXPECT_EQ(alpha.records.size(), 2u);
   EXPECT_EQ(alpha.ExitCode(), 1);
+  EXPECT_EQ(RunChecks(r, ctx, {{"a"}, {}}).records.size(), 2u);  // prefix of ids
+  EXPECT_EQ(SelectChecks(r, {{"zzz"}, {}}).size(), 0u);
   Report one = RunChecks(r, ctx, {{"*.one"}, {"beta"}});
   ASSERT_EQ(one.records.size(), 1u);
   EXPECT_EQ(one.records[0].info.id, "a.one");

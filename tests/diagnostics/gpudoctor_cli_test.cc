@@ -20,6 +20,8 @@ TEST(GpudoctorCliTest, ExitCodes) {
   EXPECT_EQ(RunCommand(Doctor() + " --bogus-flag").exit_code, 3);
   EXPECT_EQ(RunCommand(Doctor() + " --from /nonexistent/snap").exit_code, 3);
   EXPECT_EQ(RunCommand(Doctor() + " --help").exit_code, 0);
+  EXPECT_EQ(RunCommand(Doctor() + " --only no.such.check 2>/dev/null").exit_code, 3);
+  EXPECT_EQ(RunCommand(Doctor() + " --from " + Data("host-xid79") + " --only kernel").exit_code, 2);
 }
 
 TEST(GpudoctorCliTest, JsonListAndNoColor) {

@@ -107,6 +107,10 @@ int main(int argc, char** argv) {
   }
 
   dx::Selection selection{only, skip};
+  if (!only.empty() && dx::SelectChecks(registry, selection).empty()) {
+    std::cerr << "gpudoctor: --only selects no check (see gpudoctor --list)\n";
+    return kUsageError;
+  }
   if (!from.empty()) {
     auto snap = dx::SnapshotView::Open(from);
     if (!snap.ok()) {

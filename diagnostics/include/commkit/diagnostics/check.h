@@ -56,9 +56,13 @@ class CheckRegistry {
 bool GlobMatch(std::string_view pattern, std::string_view text);
 
 struct Selection {
-  std::vector<std::string> only;  // id or category globs; empty = all
+  // id or category globs; a glob also matches ids under it as a prefix ("shm" selects "shm.size").
+  std::vector<std::string> only;  // empty = all
   std::vector<std::string> skip;
 };
+
+// The checks of `registry` that `selection` keeps, in registration order.
+std::vector<const Check*> SelectChecks(const CheckRegistry& registry, const Selection& selection);
 
 struct CheckRecord {
   CheckInfo info;
