@@ -1,0 +1,86 @@
+// gpudoctor check framework: a Check reads the machine only through CheckContext (a SystemView and,
+// once merged, the probed topology), and returns a CheckOutcome with evidence and a paste-able fix.
+// Checks are registered in a CheckRegistry; RunChecks runs the selected ones (synchronously, in
+// registration order) and Report renders text or JSON. Not thread-safe while registering.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "commkit/common/system_view.h"
+
+namespace commkit::diagnostics {
+
+enum class CheckStatus { kPass, kWarn, kFail, kSkip };
+const char* ToString(CheckStatus status);
+
+// What a check reads. `system` is never null. Topology-based checks will receive the probed topology
+// here (added by the lead when merging the topology module) — add a member, not a parameter.
+struct CheckContext {
+  std::shared_ptr<SystemView> system;
+};
+
+struct CheckOutcome {
+  CheckStatus status = CheckStatus::kSkip;
+  std::string summary;                // one line: what was found (or why skipped)
+  std::vector<std::string> evidence;  // what was read and where ("/proc/self/limits: ...")
+  std::string fix;                    // exact command or variable to paste; empty when passing
+};
+
+struct CheckInfo {
+  std::string id;        // "shm.size"
+  std::string title;     // "/dev/shm is large enough for NCCL's SHM transport"
+  std::string category;  // "node", "env", "gpu", "net", "kernel", "nccl"
+};
+
+struct Check {
+  CheckInfo info;
+  std::function<CheckOutcome(const CheckContext&)> run;
+};
+
+class CheckRegistry {
+ public:
+  // Aborts (programmer error) on a duplicate id.
+  void Add(Check check);
+  const std::vector<Check>& checks() const { return checks_; }
+  // The registry with every built-in node check.
+  static CheckRegistry BuiltIn();
+
+ private:
+  std::vector<Check> checks_;
+};
+
+// Glob match with * and ? (fnmatch-style, no character classes).
+bool GlobMatch(std::string_view pattern, std::string_view text);
+
+struct Selection {
+  // id or category globs; a glob also matches ids under it as a prefix ("shm" selects "shm.size").
+  std::vector<std::string> only;  // empty = all
+  std::vector<std::string> skip;
+};
+
+// The checks of `registry` that `selection` keeps, in registration order.
+std::vector<const Check*> SelectChecks(const CheckRegistry& registry, const Selection& selection);
+
+struct CheckRecord {
+  CheckInfo info;
+  CheckOutcome outcome;
+};
+
+struct Report {
+  std::vector<CheckRecord> records;
+  // 0 all pass/skip, 1 any warning, 2 any failure.
+  int ExitCode() const;
+  std::string ToText(bool color) const;
+  std::string ToJson() const;
+};
+
+// Runs selected checks; a check that throws is recorded as a failure of the check itself.
+Report RunChecks(const CheckRegistry& registry, const CheckContext& context, const Selection& selection);
+
+// Registers the built-in node checks (shm, memlock, hostname, xid, env, driver, nccl libs, rdma...).
+void RegisterNodeChecks(CheckRegistry& registry);
+
+}  // namespace commkit::diagnostics

@@ -1,0 +1,180 @@
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "commkit/diagnostics/check.h"
+#include "commkit/diagnostics/snapshot.h"
+#include "test_support.h"
+
+namespace commkit::diagnostics {
+namespace {
+
+CheckRecord RunOne(const std::string& machine, const std::string& id) {
+  CheckContext ctx{SystemView::Replay(testing::TestDataDir() / "gpudoctor" / machine)};
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), ctx, {{id}, {}});
+  EXPECT_EQ(rep.records.size(), 1u);
+  return rep.records.at(0);
+}
+
+TEST(NodeChecksTest, ShmTooSmallInContainerWith8Gpus) {
+  CheckRecord r = RunOne("container-shm64mb-8gpu", "shm.size");
+  EXPECT_EQ(r.outcome.status, CheckStatus::kFail);
+  EXPECT_NE(r.outcome.summary.find("for 8 GPUs"), std::string::npos) << r.outcome.summary;
+  EXPECT_NE(r.outcome.fix.find("--shm-size=1g"), std::string::npos);
+  EXPECT_NE(r.outcome.fix.find("NCCL_SHM_DISABLE=1"), std::string::npos);
+  EXPECT_NE(r.outcome.fix.find("medium: Memory"), std::string::npos);
+  CheckRecord gpu = RunOne("container-shm64mb-8gpu", "gpu.driver");
+  EXPECT_EQ(gpu.outcome.summary, "NVIDIA driver 550.54.15");
+  EXPECT_EQ(RunOne("container-shm64mb-8gpu", "gpu.persistence").outcome.status, CheckStatus::kPass);
+}
+
+TEST(NodeChecksTest, MemlockWithIb) {
+  CheckRecord r = RunOne("host-memlock64k-ib", "limits.memlock");
+  EXPECT_EQ(r.outcome.status, CheckStatus::kFail);
+  EXPECT_NE(r.outcome.summary.find("64 KiB"), std::string::npos) << r.outcome.summary;
+  EXPECT_NE(r.outcome.fix.find("--ulimit memlock=-1"), std::string::npos);
+  EXPECT_NE(r.outcome.fix.find("PropagateResourceLimits"), std::string::npos);
+  EXPECT_NE(r.outcome.fix.find("LimitMEMLOCK=infinity"), std::string::npos);
+  EXPECT_EQ(RunOne("host-memlock64k-ib", "rdma.uverbs").outcome.status, CheckStatus::kPass);
+}
+
+TEST(NodeChecksTest, LowMemlockWithoutRdmaPasses) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/rlimit.memlock", "soft=65536 hard=65536");
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"limits.memlock"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
+  dir.Write(".commkit/facts/rlimit.memlock", "soft=unlimited hard=unlimited");
+  dir.Write("sys/class/infiniband/mlx5_0/node_type", "1");
+  rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"limits.memlock"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
+  EXPECT_EQ(rep.records.at(0).outcome.summary, "memlock is unlimited");
+}
+
+TEST(NodeChecksTest, FabricManagerOnNvswitchSystem) {
+  testing::TempDir dir;
+  dir.Write("sys/bus/pci/devices/0000:05:00.0/vendor", "0x10de\n");
+  dir.Write("sys/bus/pci/devices/0000:05:00.0/class", "0x068000\n");
+  dir.Write("sys/bus/pci/devices/0000:18:00.0/vendor", "0x10de\n");
+  dir.Write("sys/bus/pci/devices/0000:18:00.0/class", "0x030200\n");
+  dir.Write(".commkit/facts/systemctl.nvidia-fabricmanager", "inactive");
+  auto run = [&] {
+    return RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"gpu.fabricmanager"}, {}})
+        .records.at(0)
+        .outcome;
+  };
+  CheckOutcome o = run();
+  EXPECT_EQ(o.status, CheckStatus::kFail);
+  EXPECT_EQ(o.evidence.at(0), "NVSwitch PCI devices: 0000:05:00.0");
+  EXPECT_NE(o.fix.find("systemctl enable --now nvidia-fabricmanager"), std::string::npos);
+  dir.Write(".commkit/facts/systemctl.nvidia-fabricmanager", "active");
+  EXPECT_EQ(run().status, CheckStatus::kPass);
+}
+
+TEST(NodeChecksTest, PeermemWithIbAndGpus) {
+  testing::TempDir dir;
+  dir.Write("sys/class/infiniband/mlx5_0/node_type", "1");
+  dir.Write("proc/driver/nvidia/gpus/0000:18:00.0/information", "Model: H100\n");
+  auto run = [&] {
+    return RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"rdma.peermem"}, {}})
+        .records.at(0)
+        .outcome;
+  };
+  EXPECT_EQ(run().status, CheckStatus::kWarn);
+  EXPECT_NE(run().fix.find("modprobe nvidia_peermem"), std::string::npos);
+  dir.Write("sys/module/nvidia_peermem/refcnt", "0");
+  EXPECT_EQ(run().status, CheckStatus::kPass);
+}
+
+TEST(NodeChecksTest, Xid79) {
+  CheckRecord r = RunOne("host-xid79", "kernel.xid");
+  EXPECT_EQ(r.outcome.status, CheckStatus::kFail);
+  ASSERT_EQ(r.outcome.evidence.size(), 1u);
+  EXPECT_NE(r.outcome.evidence[0].find("/var/log/kern.log:2: Xid 79 on PCI:0000:3b:00: GPU has fallen off the bus"),
+            std::string::npos)
+      << r.outcome.evidence[0];
+  EXPECT_NE(r.outcome.fix.find("drain the node"), std::string::npos);
+}
+
+TEST(NodeChecksTest, SocketIfnameNamesMissingInterface) {
+  CheckRecord r = RunOne("host-ifname-eth0-no-eth0", "env.nccl");
+  EXPECT_EQ(r.outcome.status, CheckStatus::kFail);
+  EXPECT_NE(r.outcome.summary.find("NCCL_SOCKET_IFNAME=eth0 matches no interface"), std::string::npos);
+  EXPECT_EQ(r.outcome.fix, "export NCCL_SOCKET_IFNAME=ens5 (or unset NCCL_SOCKET_IFNAME)");
+}
+
+TEST(NodeChecksTest, TwoNcclVersions) {
+  CheckRecord r = RunOne("host-two-nccl", "nccl.libs");
+  EXPECT_EQ(r.outcome.status, CheckStatus::kWarn);
+  EXPECT_NE(r.outcome.summary.find("2.18.1, 2.21.5"), std::string::npos) << r.outcome.summary;
+  EXPECT_NE(r.outcome.fix.find("pip uninstall"), std::string::npos);
+}
+
+TEST(NodeChecksTest, EnvTyposAndContradictions) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/env", "NCCL_P2P_DISABLE=1\nNCCL_P2P_LEVEL=NVL\nNCCL_SOCKET_IFNAM=eth0\nNCCL_IB_DISABLE=1\nNCCL_IB_HCA=mlx5_0");
+  CheckContext ctx{SystemView::Replay(dir.path())};
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), ctx, {{"env.nccl"}, {}});
+  const CheckOutcome& o = rep.records.at(0).outcome;
+  EXPECT_EQ(o.status, CheckStatus::kWarn);
+  EXPECT_NE(o.summary.find("NCCL_SOCKET_IFNAM is not an NCCL variable (typo of NCCL_SOCKET_IFNAME?)"), std::string::npos);
+  EXPECT_NE(o.summary.find("contradictory"), std::string::npos);
+  EXPECT_NE(o.fix.find("export NCCL_SOCKET_IFNAME=eth0; unset NCCL_SOCKET_IFNAM"), std::string::npos);
+}
+
+TEST(NodeChecksTest, CudaVisibleDevicesOutOfRange) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=0,1,2");
+  dir.Write("proc/driver/nvidia/gpus/0000:18:00.0/information", "Model: H100\n");
+  dir.Write("proc/driver/nvidia/gpus/0000:2a:00.0/information", "Model: H100\n");
+  auto run = [&] {
+    return RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"env.nccl"}, {}})
+        .records.at(0)
+        .outcome;
+  };
+  CheckOutcome o = run();
+  EXPECT_EQ(o.status, CheckStatus::kWarn);
+  EXPECT_NE(o.summary.find("names GPU 2 but the node has 2"), std::string::npos) << o.summary;
+  dir.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=1,0");
+  EXPECT_EQ(run().status, CheckStatus::kPass);
+  dir.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(run().status, CheckStatus::kWarn);
+}
+
+TEST(NodeChecksTest, NoDriverSkipsWithReason) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/dlopen.nvml", "libnvidia-ml.so.1 not found");
+  dir.Write(".commkit/facts/dlopen.cuda", "libcuda.so.1 not found");
+  CheckContext ctx{SystemView::Replay(dir.path())};
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), ctx, {{"gpu"}, {}});
+  for (const CheckRecord& r : rep.records) EXPECT_EQ(r.outcome.status, CheckStatus::kSkip) << r.info.id;
+  EXPECT_EQ(rep.records.at(0).outcome.summary, "libnvidia-ml.so.1 not found");
+}
+
+TEST(NodeChecksTest, HostnameLoopbackOnly) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/hostname", "node1");
+  dir.Write(".commkit/facts/hostname.addresses", "127.0.1.1 127.0.1.1");
+  CheckContext ctx{SystemView::Replay(dir.path())};
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), ctx, {{"net.hostname"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kWarn);
+  dir.Write(".commkit/facts/hostname.addresses", "10.0.0.5 127.0.1.1");
+  rep = RunChecks(CheckRegistry::BuiltIn(), ctx, {{"net.hostname"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
+}
+
+TEST(SnapshotTest, LiveCaptureReplaysIdentically) {
+  testing::TempDir dir;
+  for (const char* out : {"snap", "snap.tar.gz"}) {
+    auto live = WriteSnapshot(CheckRegistry::BuiltIn(), dir.path() / out);
+    ASSERT_TRUE(live.ok()) << live.status().ToString();
+    auto snap = SnapshotView::Open(dir.path() / out);
+    ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+    Report replay = RunChecks(CheckRegistry::BuiltIn(), CheckContext{(*snap)->view()}, {});
+    EXPECT_EQ(live->ToJson(), replay.ToJson()) << out;
+    EXPECT_EQ(live->ToText(false), replay.ToText(false)) << out;
+  }
+}
+
+}  // namespace
+}  // namespace commkit::diagnostics
