@@ -49,6 +49,7 @@ class RawSocket {
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     timeval tv{5, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   }
   ~RawSocket() { ::close(fd_); }
   bool connected() const { return connected_; }
@@ -189,6 +190,52 @@ TEST(TcpStore, LimitsAreCheckedBeforeSending) {
   std::string big_key(TcpStoreLimits::kMaxKeyBytes + 1, 'k');
   EXPECT_EQ((*c)->Set(big_key, "v").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*c)->MultiSet({"a"}, {"1", "2"}).code(), StatusCode::kInvalidArgument);
+}
+
+// Review fix: a multi_get whose values together exceed the frame bound used to be answered with a
+// frame the client must reject (and over 4 GiB, a truncated u32 length that desynchronised the
+// stream). The server now answers with a clear error and the connection stays usable.
+TEST(TcpStore, MultiGetReplyOverTheFrameBoundIsAClearError) {
+  auto server = StartServer("");
+  ASSERT_TRUE(server);
+  auto c = Connect(server->port(), "");
+  ASSERT_TRUE(c.ok());
+  std::string big(40u << 20, 'v');
+  COMMKIT_ASSERT_OK((*c)->Set("big1", big));
+  COMMKIT_ASSERT_OK((*c)->Set("big2", big));
+  auto r = (*c)->MultiGet({"big1", "big2"}, 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("fewer keys"), std::string::npos) << r.status().ToString();
+  auto one = (*c)->MultiGet({"big1"}, 5s);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ((*one)[0].size(), big.size());
+}
+
+// Review fix: a client that parks a wait and then keeps streaming bytes used to grow the server's
+// input buffer without bound. It is now disconnected once more than one maximal frame is queued.
+TEST(TcpStore, FloodBehindAParkedWaitIsDisconnected) {
+  auto server = StartServer("t");
+  ASSERT_TRUE(server);
+  RawSocket s(server->port());
+  ASSERT_TRUE(s.connected());
+  // wait on a missing key for 60 s: u32 len | op 6 | u32 count | u32 key_len "k" | u64 timeout
+  std::string body("\x06", 1);
+  auto u32 = [&](std::uint32_t v) { body.append(reinterpret_cast<const char*>(&v), 4); };
+  u32(1);
+  u32(1);
+  body += "k";
+  std::uint64_t ms = 60000;
+  body.append(reinterpret_cast<const char*>(&ms), 8);
+  auto len = static_cast<std::uint32_t>(body.size());
+  s.Send(Hello("t") + std::string(reinterpret_cast<const char*>(&len), 4) + body);
+  std::string chunk(1u << 20, 'x');
+  for (int i = 0; i < 80; ++i) s.Send(chunk);  // 80 MiB queued behind the parked wait
+  s.ReadUntilClosed();                        // the server closes well before the wait's 60 s
+  EXPECT_GE(server->stats().protocol_errors, 1);
+  auto c = Connect(server->port(), "t");
+  ASSERT_TRUE(c.ok());
+  COMMKIT_ASSERT_OK((*c)->Set("k", "v"));
 }
 
 TEST(TcpStore, ServerDeathGivesAnErrorNotAHang) {

@@ -277,6 +277,10 @@ class TcpStoreServer::Impl {
     }
     if (conn.closing) return !eof;
     bool keep = Process(fd, conn);
+    // Clients send one request at a time, so after processing at most one partial frame remains. More
+    // means bytes streamed behind a parked wait: bound the buffer instead of growing it forever.
+    if (keep && conn.in.size() > kMaxFrameBytes + 4)
+      return ProtocolError(fd, conn, StrCat(conn.in.size(), " bytes sent behind a parked request"));
     return keep && !eof;
   }
 
@@ -517,6 +521,15 @@ class TcpStoreServer::Impl {
     if (p.op == Op::kGet) {
       w.Str(data_.find(p.keys[0])->second);
     } else if (p.op == Op::kMultiGet) {
+      std::size_t total = 4;
+      for (const auto& k : p.keys) total += 4 + data_.find(k)->second.size();
+      if (total + 1 > kMaxFrameBytes) {  // the reply would break the frame bound (or wrap the u32)
+        conn.pending.reset();
+        ReplyError(fd, conn, StatusCode::kInvalidArgument,
+                   StrCat("multi_get reply would be ", total, " bytes, over the ", kMaxFrameBytes,
+                          "-byte frame limit; fetch fewer keys per call"));
+        return true;
+      }
       w.U32(static_cast<std::uint32_t>(p.keys.size()));
       for (const auto& k : p.keys) w.Str(data_.find(k)->second);
     }
