@@ -190,6 +190,13 @@ TEST(TcpStore, LimitsAreCheckedBeforeSending) {
   std::string big_key(TcpStoreLimits::kMaxKeyBytes + 1, 'k');
   EXPECT_EQ((*c)->Set(big_key, "v").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*c)->MultiSet({"a"}, {"1", "2"}).code(), StatusCode::kInvalidArgument);
+  // Review fix: values that are each within bounds but together over the frame limit are refused by
+  // the client with a clear error (they used to make the server drop the connection).
+  std::string forty_mib(40u << 20, 'v');
+  auto s = (*c)->MultiSet({"x", "y"}, {forty_mib, forty_mib});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("frame limit"), std::string::npos) << s.ToString();
+  COMMKIT_ASSERT_OK((*c)->Set("x", "small"));
 }
 
 // Review fix: a multi_get whose values together exceed the frame bound used to be answered with a
