@@ -55,6 +55,17 @@ class RawSocket {
   bool connected() const { return connected_; }
   void Send(const std::string& bytes) { (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
   void CloseWrite() { ::shutdown(fd_, SHUT_WR); }
+  // Up to n bytes (less if the server closes or 5 s pass without data).
+  std::string ReadAtLeast(std::size_t n) {
+    std::string out;
+    std::vector<char> buf(1 << 20);
+    while (out.size() < n) {
+      ssize_t got = ::recv(fd_, buf.data(), std::min(buf.size(), n - out.size()), 0);
+      if (got <= 0) break;
+      out.append(buf.data(), static_cast<std::size_t>(got));
+    }
+    return out;
+  }
   // Everything until the server closes (or 5 s pass).
   std::string ReadUntilClosed() {
     std::string out;
@@ -243,6 +254,41 @@ TEST(TcpStore, FloodBehindAParkedWaitIsDisconnected) {
   auto c = Connect(server->port(), "t");
   ASSERT_TRUE(c.ok());
   COMMKIT_ASSERT_OK((*c)->Set("k", "v"));
+}
+
+// Review fix: a client that pipelines requests and never reads the replies used to make the server
+// queue every reply (unbounded memory). The server now stops serving it once a frame's worth of
+// replies is queued, and resumes when the client reads.
+TEST(TcpStore, ClientThatDoesNotReadGetsBackpressure) {
+  auto server = StartServer("t");
+  ASSERT_TRUE(server);
+  auto c = Connect(server->port(), "t");
+  ASSERT_TRUE(c.ok());
+  constexpr std::size_t kValue = 8u << 20;
+  constexpr int kRequests = 40;  // 320 MiB of replies if all were queued
+  COMMKIT_ASSERT_OK((*c)->Set("big", std::string(kValue, 'v')));
+  RawSocket s(server->port());
+  ASSERT_TRUE(s.connected());
+  std::string body("\x02", 1);  // get "big", timeout 1 s
+  std::uint32_t key_len = 3;
+  body.append(reinterpret_cast<const char*>(&key_len), 4);
+  body += "big";
+  std::uint64_t ms = 1000;
+  body.append(reinterpret_cast<const char*>(&ms), 8);
+  auto len = static_cast<std::uint32_t>(body.size());
+  std::string frame = std::string(reinterpret_cast<const char*>(&len), 4) + body;
+  std::string all = Hello("t");
+  for (int i = 0; i < kRequests; ++i) all += frame;
+  auto before = server->stats().requests;
+  s.Send(all);
+  // Give the server ample time to (wrongly) serve everything; it must stop well short.
+  for (int i = 0; i < 30 && server->stats().requests - before < kRequests; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_LT(server->stats().requests - before, kRequests);
+  // Reading resumes service: every reply arrives.
+  const std::size_t expected = 1 + 4 + 2 + kRequests * (4 + 1 + 4 + kValue);  // handshake reply "ok" + replies
+  std::string got = s.ReadAtLeast(expected);
+  EXPECT_EQ(got.size(), expected);
+  EXPECT_EQ(server->stats().requests - before, kRequests);
 }
 
 TEST(TcpStore, ServerDeathGivesAnErrorNotAHang) {
