@@ -1,5 +1,6 @@
 // Stores shared by several processes (fork): atomic counters and rendezvous across address spaces,
 // which exercises FileStore's fcntl locking and TcpStore's per-process clients.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -75,6 +76,43 @@ TEST(StoreMultiProcess, TcpStoreCountersAcrossProcesses) {
   auto store = TcpStore::Create(o);
   ASSERT_TRUE(store.ok());
   EXPECT_EQ(*(*store)->Add("counter", 0), kProcs * kAdds);
+}
+
+// Review fix: Add/CompareSet used to block in F_SETLKW without bound when another process held the
+// lock (a stopped or hung rank). Taking the lock is now bounded by the store's timeout().
+TEST(StoreMultiProcess, FileStoreLockHeldElsewhereTimesOut) {
+  TempDir dir;
+  auto store = FileStore::Open(dir.path());
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t holder = ::fork();
+  if (holder == 0) {
+    int fd = ::open((dir.path() / ".lock").c_str(), O_RDWR | O_CREAT, 0644);
+    struct flock fl {};
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fd < 0 || ::fcntl(fd, F_SETLKW, &fl) != 0) ::_exit(1);
+    (void)!::write(ready[1], "x", 1);
+    ::sleep(4);  // then exits, releasing the lock: bounded even if the store hangs
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  ::close(ready[0]);
+  (*store)->set_timeout(300ms);
+  auto added = (*store)->Add("n", 1);
+  EXPECT_EQ(added.status().code(), StatusCode::kTimeout) << added.status().ToString();
+  EXPECT_NE(added.status().message().find(".lock"), std::string::npos) << added.status().ToString();
+  auto swapped = (*store)->CompareSet("n", "", "1");
+  EXPECT_EQ(swapped.status().code(), StatusCode::kTimeout) << swapped.status().ToString();
+  int status = 0;
+  ::waitpid(holder, &status, 0);
+  (*store)->set_timeout(10s);
+  auto after = (*store)->Add("n", 1);
+  ASSERT_TRUE(after.ok()) << after.status().ToString();
+  EXPECT_EQ(*after, 1);
 }
 
 }  // namespace

@@ -49,11 +49,23 @@ class RawSocket {
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
     timeval tv{5, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   }
   ~RawSocket() { ::close(fd_); }
   bool connected() const { return connected_; }
   void Send(const std::string& bytes) { (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
   void CloseWrite() { ::shutdown(fd_, SHUT_WR); }
+  // Up to n bytes (less if the server closes or 5 s pass without data).
+  std::string ReadAtLeast(std::size_t n) {
+    std::string out;
+    std::vector<char> buf(1 << 20);
+    while (out.size() < n) {
+      ssize_t got = ::recv(fd_, buf.data(), std::min(buf.size(), n - out.size()), 0);
+      if (got <= 0) break;
+      out.append(buf.data(), static_cast<std::size_t>(got));
+    }
+    return out;
+  }
   // Everything until the server closes (or 5 s pass).
   std::string ReadUntilClosed() {
     std::string out;
@@ -189,6 +201,94 @@ TEST(TcpStore, LimitsAreCheckedBeforeSending) {
   std::string big_key(TcpStoreLimits::kMaxKeyBytes + 1, 'k');
   EXPECT_EQ((*c)->Set(big_key, "v").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ((*c)->MultiSet({"a"}, {"1", "2"}).code(), StatusCode::kInvalidArgument);
+  // Review fix: values that are each within bounds but together over the frame limit are refused by
+  // the client with a clear error (they used to make the server drop the connection).
+  std::string forty_mib(40u << 20, 'v');
+  auto s = (*c)->MultiSet({"x", "y"}, {forty_mib, forty_mib});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("frame limit"), std::string::npos) << s.ToString();
+  COMMKIT_ASSERT_OK((*c)->Set("x", "small"));
+}
+
+// Review fix: a multi_get whose values together exceed the frame bound used to be answered with a
+// frame the client must reject (and over 4 GiB, a truncated u32 length that desynchronised the
+// stream). The server now answers with a clear error and the connection stays usable.
+TEST(TcpStore, MultiGetReplyOverTheFrameBoundIsAClearError) {
+  auto server = StartServer("");
+  ASSERT_TRUE(server);
+  auto c = Connect(server->port(), "");
+  ASSERT_TRUE(c.ok());
+  std::string big(40u << 20, 'v');
+  COMMKIT_ASSERT_OK((*c)->Set("big1", big));
+  COMMKIT_ASSERT_OK((*c)->Set("big2", big));
+  auto r = (*c)->MultiGet({"big1", "big2"}, 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("fewer keys"), std::string::npos) << r.status().ToString();
+  auto one = (*c)->MultiGet({"big1"}, 5s);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ((*one)[0].size(), big.size());
+}
+
+// Review fix: a client that parks a wait and then keeps streaming bytes used to grow the server's
+// input buffer without bound. It is now disconnected once more than one maximal frame is queued.
+TEST(TcpStore, FloodBehindAParkedWaitIsDisconnected) {
+  auto server = StartServer("t");
+  ASSERT_TRUE(server);
+  RawSocket s(server->port());
+  ASSERT_TRUE(s.connected());
+  // wait on a missing key for 60 s: u32 len | op 6 | u32 count | u32 key_len "k" | u64 timeout
+  std::string body("\x06", 1);
+  auto u32 = [&](std::uint32_t v) { body.append(reinterpret_cast<const char*>(&v), 4); };
+  u32(1);
+  u32(1);
+  body += "k";
+  std::uint64_t ms = 60000;
+  body.append(reinterpret_cast<const char*>(&ms), 8);
+  auto len = static_cast<std::uint32_t>(body.size());
+  s.Send(Hello("t") + std::string(reinterpret_cast<const char*>(&len), 4) + body);
+  std::string chunk(1u << 20, 'x');
+  for (int i = 0; i < 80; ++i) s.Send(chunk);  // 80 MiB queued behind the parked wait
+  s.ReadUntilClosed();                        // the server closes well before the wait's 60 s
+  EXPECT_GE(server->stats().protocol_errors, 1);
+  auto c = Connect(server->port(), "t");
+  ASSERT_TRUE(c.ok());
+  COMMKIT_ASSERT_OK((*c)->Set("k", "v"));
+}
+
+// Review fix: a client that pipelines requests and never reads the replies used to make the server
+// queue every reply (unbounded memory). The server now stops serving it once a frame's worth of
+// replies is queued, and resumes when the client reads.
+TEST(TcpStore, ClientThatDoesNotReadGetsBackpressure) {
+  auto server = StartServer("t");
+  ASSERT_TRUE(server);
+  auto c = Connect(server->port(), "t");
+  ASSERT_TRUE(c.ok());
+  constexpr std::size_t kValue = 8u << 20;
+  constexpr int kRequests = 40;  // 320 MiB of replies if all were queued
+  COMMKIT_ASSERT_OK((*c)->Set("big", std::string(kValue, 'v')));
+  RawSocket s(server->port());
+  ASSERT_TRUE(s.connected());
+  std::string body("\x02", 1);  // get "big", timeout 1 s
+  std::uint32_t key_len = 3;
+  body.append(reinterpret_cast<const char*>(&key_len), 4);
+  body += "big";
+  std::uint64_t ms = 1000;
+  body.append(reinterpret_cast<const char*>(&ms), 8);
+  auto len = static_cast<std::uint32_t>(body.size());
+  std::string frame = std::string(reinterpret_cast<const char*>(&len), 4) + body;
+  std::string all = Hello("t");
+  for (int i = 0; i < kRequests; ++i) all += frame;
+  auto before = server->stats().requests;
+  s.Send(all);
+  // Give the server ample time to (wrongly) serve everything; it must stop well short.
+  for (int i = 0; i < 30 && server->stats().requests - before < kRequests; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_LT(server->stats().requests - before, kRequests);
+  // Reading resumes service: every reply arrives.
+  const std::size_t expected = 1 + 4 + 2 + kRequests * (4 + 1 + 4 + kValue);  // handshake reply "ok" + replies
+  std::string got = s.ReadAtLeast(expected);
+  EXPECT_EQ(got.size(), expected);
+  EXPECT_EQ(server->stats().requests - before, kRequests);
 }
 
 TEST(TcpStore, ServerDeathGivesAnErrorNotAHang) {

@@ -42,19 +42,42 @@ std::mutex& ProcessLock() {
 // an fcntl lock (processes, and hosts on NFS through lockd).
 class DirLock {
  public:
-  static Result<DirLock> Acquire(const fs::path& dir) {
-    std::unique_lock<std::mutex> guard(ProcessLock());
+  // Bounded: a holder that hangs (a stopped process, a stuck NFS client) must not hang every rank, so
+  // the lock is polled with F_SETLK (backoff 1 ms .. 50 ms) for at most `timeout`.
+  static Result<DirLock> Acquire(const fs::path& dir, std::chrono::milliseconds timeout) {
+    auto deadline = Clock::now() + timeout;
+    std::unique_lock<std::mutex> guard(ProcessLock(), std::defer_lock);
     fs::path path = dir / ".lock";
+    auto pause = std::chrono::milliseconds(1);
+    auto timed_out = [&] {
+      return Status::Timeout(StrCat("file store ", dir.string(), ": could not lock ", path.string(), " within ",
+                                    HumanSeconds(static_cast<double>(timeout.count()) / 1000.0),
+                                    "; another process holds it (a hung or stopped rank, or an NFS lockd problem)"));
+    };
+    while (!guard.try_lock()) {
+      if (Clock::now() >= deadline) return timed_out();
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    }
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return Status::FromErrno(errno, StrCat("file store: open ", path.string()));
     struct flock fl {};
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
-    while (::fcntl(fd, F_SETLKW, &fl) != 0) {
-      if (errno == EINTR) continue;
+    pause = std::chrono::milliseconds(1);
+    while (::fcntl(fd, F_SETLK, &fl) != 0) {
       int err = errno;
-      ::close(fd);
-      return Status::FromErrno(err, StrCat("file store: lock ", path.string()));
+      if (err == EINTR) continue;
+      if (err != EACCES && err != EAGAIN) {
+        ::close(fd);
+        return Status::FromErrno(err, StrCat("file store: lock ", path.string()));
+      }
+      if (Clock::now() >= deadline) {
+        ::close(fd);
+        return timed_out();
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
+      pause = std::min(pause * 2, std::chrono::milliseconds(50));
     }
     return DirLock(fd, std::move(guard));
   }
@@ -124,7 +147,7 @@ Status FileStore::Write(std::string_view key, std::string_view value) const {
     out.write(reinterpret_cast<const char*>(&key_len), 4);
     out.write(key.data(), static_cast<std::streamsize>(key.size()));
     out.write(value.data(), static_cast<std::streamsize>(value.size()));
-    out.flush();
+    out.close();  // NFS reports write errors at close: check it before renaming into place
     if (!out) {
       std::error_code ec;
       fs::remove(tmp, ec);
@@ -178,7 +201,7 @@ Result<std::vector<std::string>> FileStore::MultiGet(const std::vector<std::stri
 }
 
 Result<std::int64_t> FileStore::Add(std::string_view key, std::int64_t delta) {
-  COMMKIT_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir_));
+  COMMKIT_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir_, timeout()));
   COMMKIT_ASSIGN_OR_RETURN(auto current, Read(key));
   std::int64_t value = 0;
   if (current) {
@@ -192,7 +215,7 @@ Result<std::int64_t> FileStore::Add(std::string_view key, std::int64_t delta) {
 }
 
 Result<std::string> FileStore::CompareSet(std::string_view key, std::string_view expected, std::string_view desired) {
-  COMMKIT_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir_));
+  COMMKIT_ASSIGN_OR_RETURN(DirLock lock, DirLock::Acquire(dir_, timeout()));
   COMMKIT_ASSIGN_OR_RETURN(auto current, Read(key));
   if (!current) {
     if (!expected.empty()) return std::string();

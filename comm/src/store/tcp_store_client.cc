@@ -61,6 +61,12 @@ Result<std::unique_ptr<TcpStore>> TcpStore::Create(const TcpStoreOptions& option
 }
 
 Result<std::string> TcpStore::Call(std::uint8_t op, const std::string& payload, std::chrono::milliseconds wait) {
+  // Individually valid keys and values can still add up to a frame the server must refuse (it would
+  // close the connection and the caller would see a misleading connection error).
+  if (payload.size() + 1 > kMaxFrameBytes)
+    return Status::InvalidArgument(StrCat(Describe(), ": request of ", HumanBytes(static_cast<double>(payload.size())),
+                                          " exceeds the protocol's ", HumanBytes(static_cast<double>(kMaxFrameBytes)),
+                                          " frame limit; split it into several calls"));
   std::unique_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);

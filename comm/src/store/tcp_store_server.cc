@@ -198,7 +198,13 @@ class TcpStoreServer::Impl {
             continue;
           }
         }
-        if (events[i].events & EPOLLOUT) Flush(fd, it->second);
+        if (events[i].events & EPOLLOUT) {
+          Flush(fd, it->second);
+          // Replies drained: serve the requests held back by backpressure.
+          if (it->second.out.empty() && !it->second.pending && !it->second.closing && !it->second.in.empty() &&
+              !Process(fd, it->second))
+            it->second.closing = true;
+        }
       }
       Expire();
       if (accept_paused_ && Clock::now() >= accept_resume_) {
@@ -277,6 +283,10 @@ class TcpStoreServer::Impl {
     }
     if (conn.closing) return !eof;
     bool keep = Process(fd, conn);
+    // Clients send one request at a time, so after processing at most one partial frame remains. More
+    // means bytes streamed behind a parked wait or unread replies: bound the buffer, don't grow it.
+    if (keep && conn.in.size() > kMaxFrameBytes + 4)
+      return ProtocolError(fd, conn, StrCat(conn.in.size(), " bytes sent behind a parked request or unread replies"));
     return keep && !eof;
   }
 
@@ -325,7 +335,9 @@ class TcpStoreServer::Impl {
       conn.greeted = true;
       Send(fd, conn, HandshakeReply(StatusCode::kOk, "ok"));
     }
-    while (!conn.pending && !conn.closing && conn.in.size() >= 4) {
+    // Backpressure: a client that sends requests without reading the replies stops being served once
+    // one frame's worth of replies is queued; its unread requests then hit the input bound below.
+    while (!conn.pending && !conn.closing && conn.out.size() <= kMaxFrameBytes && conn.in.size() >= 4) {
       std::uint32_t len;
       std::memcpy(&len, conn.in.data(), 4);
       if (len == 0 || len > kMaxFrameBytes) return ProtocolError(fd, conn, StrCat("bad frame length ", len));
@@ -517,6 +529,15 @@ class TcpStoreServer::Impl {
     if (p.op == Op::kGet) {
       w.Str(data_.find(p.keys[0])->second);
     } else if (p.op == Op::kMultiGet) {
+      std::size_t total = 4;
+      for (const auto& k : p.keys) total += 4 + data_.find(k)->second.size();
+      if (total + 1 > kMaxFrameBytes) {  // the reply would break the frame bound (or wrap the u32)
+        conn.pending.reset();
+        ReplyError(fd, conn, StatusCode::kInvalidArgument,
+                   StrCat("multi_get reply would be ", total, " bytes, over the ", kMaxFrameBytes,
+                          "-byte frame limit; fetch fewer keys per call"));
+        return true;
+      }
       w.U32(static_cast<std::uint32_t>(p.keys.size()));
       for (const auto& k : p.keys) w.Str(data_.find(k)->second);
     }

@@ -4,7 +4,7 @@
 // Layout: one file per key, named by a 128-bit hash of the key, holding the key (checked on read) and
 // the value. Set writes a temporary file and renames it into place, so readers never see a partial
 // value. Read-modify-write operations (add, compare_set) hold an fcntl() lock on <dir>/.lock, which
-// NFS (lockd) honours. Waits poll with a backoff from 1 ms to 100 ms, bounded by their timeout.
+// NFS (lockd) honours; taking it is bounded by timeout() (kTimeout naming the lock file). Waits poll with a backoff from 1 ms to 100 ms, bounded by their timeout.
 #pragma once
 
 #include <filesystem>

@@ -6,6 +6,10 @@
 // job, a port scanner, an HTTP request) is rejected before it can read or write anything. Frames are
 // length-prefixed and bounded (kMaxKeyBytes, kMaxValueBytes, kMaxKeysPerRequest); malformed input
 // closes that one connection and leaves every other client's data and waits intact.
+// Whole requests and replies are bounded by the 65 MiB frame limit too: the client refuses larger
+// requests and a multi_get whose values exceed it gets kInvalidArgument ("fetch fewer keys"). A client
+// that pipelines without reading replies is throttled (at most one frame of queued replies) and is
+// disconnected when it queues more than one frame of input behind a parked request or unread replies.
 #pragma once
 
 #include <chrono>
