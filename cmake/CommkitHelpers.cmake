@@ -2,7 +2,9 @@
 
 set(CMAKE_INSTALL_RPATH "$ORIGIN/../${CMAKE_INSTALL_LIBDIR}")
 
-set(COMMKIT_WARNINGS -Wall -Wextra -Wpedantic -Wundef -Wno-unused-parameter -Wno-missing-field-initializers)
+# -Wno-maybe-uninitialized: GCC 12 reports false positives inside std::regex and std::function at -O2.
+set(COMMKIT_WARNINGS -Wall -Wextra -Wpedantic -Wundef -Wno-unused-parameter -Wno-missing-field-initializers
+    -Wno-maybe-uninitialized)
 if(COMMKIT_WERROR)
   list(APPEND COMMKIT_WARNINGS -Werror)
 endif()
