@@ -112,6 +112,7 @@ class ProcessGroup::Impl {
       bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
       seq = p2p ? ++next_p2p_seq_ : ++next_seq_;
       args.sequence = seq;
+      args.fingerprint = FingerprintHash(args);
       queue_.push_back([this, args, state] { Execute(args, *state); });
     }
     cv_.notify_all();
@@ -140,20 +141,22 @@ class ProcessGroup::Impl {
   Status RunChecked(const CollectiveArgs& args) {
     // Point-to-point operations involve two ranks only: nothing group-wide to compare.
     bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
-    if (options_.check_mismatch && size_ > 1 && !p2p) {
+    const bool backend_checks = backend_->ChecksMismatch();
+    if (options_.check_mismatch && size_ > 1 && !p2p && !backend_checks) {
       Status check = CheckFingerprint(args);
       if (!check.ok()) return check;
     }
     auto work = backend_->Run(args);
     Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
     if (s.ok()) return s;
+    if (backend_checks && s.code() == StatusCode::kMismatch) return ReportMismatch(args);
     return Diagnose(args, s);
   }
 
   // Every rank contributes [h, -h] of its call's fingerprint to a MAX allreduce: max(h) == -max(-h)
   // exactly when all ranks agree. Cost: one 16-byte allreduce per operation.
   Status CheckFingerprint(const CollectiveArgs& args) {
-    std::int64_t h = static_cast<std::int64_t>(FingerprintHash(args));
+    std::int64_t h = static_cast<std::int64_t>(args.fingerprint);
     // Backends that cannot reduce host memory (NCCL) compare fingerprints through the store instead:
     // one Set and one MultiGet per operation (and the previous key is deleted, so the store stays small).
     if (!backend_->Supports(CollectiveKind::kAllreduce, DataType::kInt64, MemoryKind::kHost, ReduceKind::kMax)) {

@@ -50,6 +50,9 @@ struct CollectiveArgs {
   void* stream = nullptr;  // device backends: a cudaStream_t (nullptr = the current/default stream)
   std::chrono::milliseconds timeout{0};
   std::uint64_t sequence = 0;
+  // Set by ProcessGroup: a hash of (kind, dtype, count(s), op, root), equal on every rank that issues
+  // the same collective. Backends that return true from ChecksMismatch() compare it across ranks.
+  std::uint64_t fingerprint = 0;
 };
 
 // What a backend is created with.
@@ -83,6 +86,11 @@ class Backend {
   // rank of the group, including ranks with a negative color (they join no sub-group: return nullptr;
   // their `context` has size 0). `context` describes the new group (rank, size, store).
   virtual Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int key) = 0;
+
+  // True when Run() compares CollectiveArgs::fingerprint across ranks itself, piggybacked on its own
+  // synchronization, and returns StatusCode::kMismatch before moving any data when they differ (on
+  // every rank). ProcessGroup then skips its separate fingerprint exchange and reports the per-rank diff.
+  virtual bool ChecksMismatch() const { return false; }
 
   // Stops outstanding work (bounded in time) so that waiting calls return; the backend is unusable
   // afterwards. Safe to call from another thread.
