@@ -50,3 +50,14 @@ if(COMMKIT_HAVE_GLOO)
     LABELS unit
     TIMEOUT 120)
 endif()
+
+# commkit's shared-memory host backend: the conformance suite (threads and forked processes) and its
+# own failure semantics; again with 64 KiB slots so every size crosses several rounds.
+commkit_add_test(comm_pg_host_test
+  SOURCES pg_host_test.cc
+  LIBS commkit::comm
+  LABELS unit
+  TIMEOUT 600)
+add_test(NAME comm_pg_host_small_slots COMMAND comm_pg_host_test --gtest_filter=Host*/PgConformance.*:HostBackend.Mismatch* --gtest_color=no)
+set_tests_properties(comm_pg_host_small_slots PROPERTIES LABELS unit TIMEOUT 600
+  ENVIRONMENT "COMMKIT_HOST_SLOT_BYTES=65536;COMMKIT_HOST_FLAT_BYTES=4096")

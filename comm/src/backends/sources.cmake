@@ -3,3 +3,9 @@ if(COMMKIT_HAVE_GLOO)
   list(APPEND COMMKIT_COMM_SOURCES src/backends/gloo/gloo_backend.cc)
   list(APPEND COMMKIT_COMM_PRIVATE_DEPS gloo)
 endif()
+
+# commkit's own shared-memory host backend (no third-party library; Linux shm + futex).
+list(APPEND COMMKIT_COMM_SOURCES
+  src/backends/host/shm_segment.cc
+  src/backends/host/host_transport.cc
+  src/backends/host/host_backend.cc)

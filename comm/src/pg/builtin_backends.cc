@@ -2,6 +2,7 @@
 #include "commkit/comm/registry.h"
 #include "commkit/common/config.h"
 
+#include "backends/host/host_backend.h"
 #if COMMKIT_HAVE_GLOO
 #include "backends/gloo/gloo_backend.h"
 #endif
@@ -9,6 +10,15 @@
 namespace commkit {
 
 void RegisterBuiltinBackends(Registry& registry) {
+  // First, so "auto" picks it for host buffers when the ranks share a host (it falls through to the
+  // next backend when they do not).
+  BackendInfo host;
+  host.name = "host";
+  host.memory = MemoryKind::kHost;
+  host.available = true;
+  host.create = &CreateHostBackend;
+  registry.Register(std::move(host));
+
   BackendInfo gloo;
   gloo.name = "gloo";
   gloo.memory = MemoryKind::kHost;

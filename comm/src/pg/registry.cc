@@ -68,7 +68,14 @@ Result<std::unique_ptr<Backend>> Registry::Create(const std::string& name, Memor
     bool match = name == "auto" ? (b.available && b.memory == memory) : b.name == name;
     if (!match) continue;
     if (!b.available) return Status::Unavailable(StrCat("backend '", name, "' is unavailable: ", b.reason));
-    return b.create(context);
+    auto backend = b.create(context);
+    // "auto" moves on when a backend cannot serve this group (the host backend across hosts). Every
+    // rank sees the same reason, so every rank moves on to the same next backend.
+    if (name == "auto" && !backend.ok() && backend.status().code() == StatusCode::kUnavailable) {
+      known.back() = StrCat(b.name, " (", backend.status().message(), ")");
+      continue;
+    }
+    return backend;
   }
   if (name == "auto")
     return Status::Unavailable(StrCat("no available backend for ", ToString(memory), " memory; known: ", Join(known, ", ")));

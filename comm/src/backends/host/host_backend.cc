@@ -1,0 +1,338 @@
+#include "host_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <numeric>
+
+#include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/env.h"
+#include "commkit/common/log.h"
+#include "commkit/common/strings.h"
+#include "host_transport.h"
+
+namespace commkit {
+
+namespace {
+
+using host::Clock;
+using host::Deadline;
+using host::Transport;
+
+class DoneWork final : public Work {
+ public:
+  DoneWork(Status s, std::uint64_t seq, std::chrono::nanoseconds duration)
+      : status_(std::move(s)), seq_(seq), duration_(duration) {}
+  bool Test() override { return true; }
+  Status Wait(std::chrono::milliseconds) override { return status_; }
+  Status status() const override { return status_; }
+  std::chrono::nanoseconds Duration() const override { return duration_; }
+  std::uint64_t Sequence() const override { return seq_; }
+
+ private:
+  Status status_;
+  std::uint64_t seq_;
+  std::chrono::nanoseconds duration_;
+};
+
+// Byte offsets of consecutive blocks of `counts` elements of `esize` bytes.
+std::vector<std::size_t> Offsets(const std::vector<std::size_t>& counts, std::size_t esize) {
+  std::vector<std::size_t> out(counts.size() + 1, 0);
+  for (std::size_t i = 0; i < counts.size(); ++i) out[i + 1] = out[i] + counts[i] * esize;
+  return out;
+}
+
+class HostBackend final : public Backend {
+ public:
+  HostBackend(std::unique_ptr<Transport> transport, std::size_t flat_bytes)
+      : t_(std::move(transport)), flat_bytes_(std::min(flat_bytes, t_->slot_bytes())) {}
+
+  std::string_view Name() const override { return "host"; }
+  bool ChecksMismatch() const override { return true; }
+
+  bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
+    if (memory != MemoryKind::kHost) return false;
+    if (IsReduction(kind) && IsFloatingPoint(dtype) &&
+        (op == ReduceKind::kBand || op == ReduceKind::kBor || op == ReduceKind::kBxor))
+      return false;
+    return true;
+  }
+
+  Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
+    const auto start = Clock::now();
+    const Deadline deadline = start + a.timeout;
+    Status s;
+    if (a.kind == CollectiveKind::kSend) {
+      s = t_->Send(a.peer, a.tag, a.send, a.count * SizeOf(a.dtype), deadline);
+    } else if (a.kind == CollectiveKind::kRecv) {
+      s = t_->Recv(a.peer, a.tag, a.recv, a.count * SizeOf(a.dtype), deadline);
+    } else if (!broken_.ok()) {
+      s = Status(broken_.code(), StrCat("an earlier collective failed on this rank, so the host backend's rounds are no "
+                                        "longer aligned across ranks; recreate the process group (earlier error: ",
+                                        broken_.message(), ")"));
+    } else {
+      consistent_failure_ = false;
+      s = Dispatch(a, deadline);
+      // Mismatches and bad alltoallv counts are seen by every rank in the same round: the group stays usable.
+      if (!s.ok() && !consistent_failure_) broken_ = s;
+    }
+    return std::unique_ptr<Work>(new DoneWork(std::move(s), a.sequence, Clock::now() - start));
+  }
+
+  Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int) override {
+    if (color < 0) return std::unique_ptr<Backend>();
+    return CreateHostBackend(context);
+  }
+
+  void Abort(std::string_view reason) override { t_->Abort(reason); }
+
+ private:
+  using RoundFn = std::function<void(std::size_t lo, const std::vector<const std::uint8_t*>& src)>;
+
+  int me() const { return t_->rank(); }
+  int P() const { return t_->size(); }
+
+  // Ends a round that failed the fingerprint check: every rank sees it, every rank finishes the round.
+  Status RoundFailed(Status s) {
+    if (s.code() == StatusCode::kMismatch) {
+      t_->Finish();
+      consistent_failure_ = true;
+    }
+    return s;
+  }
+
+  // The generic windowed exchange: rank q contributes bytes[q] bytes starting at `mine` (on this rank);
+  // in round r every rank posts its window [r*S, (r+1)*S) and on_round sees every rank's window
+  // (src[q] == nullptr when q's contribution is shorter). PREMUL_SUM inputs are scaled in the slot.
+  Status Exchange(const CollectiveArgs& a, Deadline d, const void* mine, const std::vector<std::size_t>& bytes,
+                  const RoundFn& on_round) {
+    const std::size_t S = t_->slot_bytes();
+    const std::size_t most = *std::max_element(bytes.begin(), bytes.end());
+    const std::size_t rounds = std::max<std::size_t>(1, (most + S - 1) / S);
+    std::vector<const std::uint8_t*> src(P());
+    for (std::size_t r = 0; r < rounds; ++r) {
+      const std::size_t lo = r * S;
+      COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
+      if (bytes[me()] > lo) {
+        std::size_t n = std::min(S, bytes[me()] - lo);
+        std::memcpy(slot, static_cast<const std::uint8_t*>(mine) + lo, n);
+        if (IsReduction(a.kind) && a.op.kind == ReduceKind::kPreMulSum)
+          ScaleInPlace(a.dtype, slot, n / SizeOf(a.dtype), a.op.scalar);
+      }
+      t_->Post(a.fingerprint);
+      if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
+      for (int q = 0; q < P(); ++q) src[q] = bytes[q] > lo ? t_->Peer(q) : nullptr;
+      on_round(lo, src);
+      t_->Finish();
+    }
+    return Status::Ok();
+  }
+
+  ReduceFunction Fn(const CollectiveArgs& a) const { return GetReduceFunction(a.dtype, a.op.kind); }
+
+  // out = src[0] op src[1] op ... in rank order (identical on every rank that computes it).
+  void ReduceAll(const CollectiveArgs& a, void* out, const std::vector<const std::uint8_t*>& src, std::size_t offset,
+                 std::size_t n) {
+    if (n == 0) return;
+    ReduceFunction fn = Fn(a);
+    if (P() == 1) {
+      std::memmove(out, src[0] + offset, n * SizeOf(a.dtype));
+      return;
+    }
+    fn(out, src[0] + offset, src[1] + offset, n);
+    for (int q = 2; q < P(); ++q) fn(out, out, src[q] + offset, n);
+  }
+
+  // Large all-reduce (root < 0) and reduce: per chunk, every rank reduces one slice from every peer's
+  // slot into its own slot, then gathers the reduced slices (all-reduce) or the root does (reduce).
+  Status Sliced(const CollectiveArgs& a, Deadline d, const std::uint8_t* in, int root) {
+    const std::size_t e = SizeOf(a.dtype), ce = t_->slot_bytes() / e, n = a.count;
+    const std::size_t p = static_cast<std::size_t>(P());
+    ReduceFunction fn = Fn(a);
+    auto* out = static_cast<std::uint8_t*>(a.recv);
+    for (std::size_t off = 0; off < n; off += ce) {
+      const std::size_t len = std::min(ce, n - off);
+      COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
+      std::memcpy(slot, in + off * e, len * e);
+      if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, slot, len, a.op.scalar);
+      t_->Post(a.fingerprint);
+      if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
+      auto lo = [&](std::size_t q) { return len * q / p; };
+      const std::size_t mlo = lo(me()), mhi = lo(me() + 1);
+      if (mhi > mlo) {
+        std::uint8_t* mine = slot + mlo * e;
+        for (int q = 0; q < P(); ++q)
+          if (q != me()) fn(mine, mine, t_->Peer(q) + mlo * e, mhi - mlo);
+        if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, mine, mhi - mlo, P());
+      }
+      t_->SignalReduced();
+      if (root < 0 || me() == root) {
+        COMMKIT_RETURN_IF_ERROR(t_->WaitReduced(d));
+        for (int q = 0; q < P(); ++q) {
+          std::size_t qlo = lo(q), qhi = lo(q + 1);
+          if (qhi > qlo) std::memcpy(out + (off + qlo) * e, t_->Peer(q) + qlo * e, (qhi - qlo) * e);
+        }
+      }
+      t_->Finish();
+    }
+    return Status::Ok();
+  }
+
+  Status Reduction(const CollectiveArgs& a, Deadline d, int root) {
+    const std::size_t e = SizeOf(a.dtype), bytes = a.count * e;
+    const auto* in = static_cast<const std::uint8_t*>(a.send ? a.send : a.recv);
+    if (bytes > flat_bytes_ && P() > 1) return Sliced(a, d, in, root);
+    auto* out = static_cast<std::uint8_t*>(a.recv);
+    COMMKIT_RETURN_IF_ERROR(Exchange(a, d, in, std::vector<std::size_t>(P(), bytes), [&](std::size_t lo, const auto& src) {
+      if (root < 0 || me() == root) ReduceAll(a, out + lo, src, 0, std::min(t_->slot_bytes(), bytes - lo) / e);
+    }));
+    if (a.op.kind == ReduceKind::kAvg && (root < 0 || me() == root)) DivideInPlace(a.dtype, out, a.count, P());
+    return Status::Ok();
+  }
+
+  Status Dispatch(const CollectiveArgs& a, Deadline d) {
+    const std::size_t e = SizeOf(a.dtype), p = static_cast<std::size_t>(P()), S = t_->slot_bytes();
+    auto* recv = static_cast<std::uint8_t*>(a.recv);
+    const auto* send = static_cast<const std::uint8_t*>(a.send);
+    switch (a.kind) {
+      case CollectiveKind::kAllreduce: return Reduction(a, d, -1);
+      case CollectiveKind::kReduce: return Reduction(a, d, a.root);
+      case CollectiveKind::kBroadcast: {
+        std::vector<std::size_t> bytes(p, 0);
+        bytes[a.root] = a.count * e;
+        return Exchange(a, d, recv, bytes, [&](std::size_t lo, const auto& src) {
+          if (me() != a.root && src[a.root]) std::memcpy(recv + lo, src[a.root], std::min(S, bytes[a.root] - lo));
+        });
+      }
+      case CollectiveKind::kAllgather:
+      case CollectiveKind::kAllgatherv:
+      case CollectiveKind::kGather: {
+        std::vector<std::size_t> counts =
+            a.kind == CollectiveKind::kAllgatherv ? a.counts : std::vector<std::size_t>(p, a.count);
+        auto off = Offsets(counts, e);
+        std::vector<std::size_t> bytes(p);
+        for (std::size_t q = 0; q < p; ++q) bytes[q] = counts[q] * e;
+        const std::uint8_t* mine = send && send != recv ? send : recv + off[me()];
+        const bool take = a.kind != CollectiveKind::kGather || me() == a.root;
+        return Exchange(a, d, mine, bytes, [&](std::size_t lo, const auto& src) {
+          if (!take) return;
+          for (std::size_t q = 0; q < p; ++q) {
+            std::uint8_t* dst = recv + off[q] + lo;
+            if (src[q] && dst != src[q]) std::memcpy(dst, src[q], std::min(S, bytes[q] - lo));
+          }
+        });
+      }
+      case CollectiveKind::kScatter: {
+        const std::size_t block = a.count * e;
+        std::vector<std::size_t> bytes(p, 0);
+        bytes[a.root] = block * p;
+        const std::size_t mlo = block * me(), mhi = mlo + block;
+        return Exchange(a, d, send, bytes, [&](std::size_t lo, const auto& src) {
+          if (!src[a.root]) return;
+          std::size_t hi = lo + std::min(S, bytes[a.root] - lo);
+          std::size_t x0 = std::max(lo, mlo), x1 = std::min(hi, mhi);
+          if (x1 > x0) std::memcpy(recv + (x0 - mlo), src[a.root] + (x0 - lo), x1 - x0);
+        });
+      }
+      case CollectiveKind::kReduceScatter:
+      case CollectiveKind::kReduceScatterV: {
+        std::vector<std::size_t> counts =
+            a.kind == CollectiveKind::kReduceScatterV ? a.counts : std::vector<std::size_t>(p, a.count);
+        auto off = Offsets(counts, e);
+        const std::size_t total = off[p], mlo = off[me()], mhi = off[me() + 1];
+        COMMKIT_RETURN_IF_ERROR(Exchange(a, d, send, std::vector<std::size_t>(p, total), [&](std::size_t lo, const auto& src) {
+          std::size_t hi = lo + std::min(S, total - lo);
+          std::size_t x0 = std::max(lo, mlo), x1 = std::min(hi, mhi);
+          if (x1 > x0) ReduceAll(a, recv + (x0 - mlo), src, x0 - lo, (x1 - x0) / e);
+        }));
+        if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, recv, counts[me()], P());
+        return Status::Ok();
+      }
+      case CollectiveKind::kAlltoall: {
+        std::vector<std::size_t> counts(p, a.count);
+        return AlltoallBlocks(a, d, std::vector<std::vector<std::size_t>>(p, counts), counts);
+      }
+      case CollectiveKind::kAlltoallv: {
+        // A first round publishes every rank's send and receive counts, so all ranks check the whole
+        // matrix (and fail together when it is inconsistent) and know where their blocks are.
+        std::vector<std::uint64_t> header(2 * p);
+        for (std::size_t q = 0; q < p; ++q) {
+          header[q] = a.counts[q];
+          header[p + q] = a.recv_counts[q];
+        }
+        std::vector<std::vector<std::size_t>> sends(p, std::vector<std::size_t>(p)), recvs = sends;
+        COMMKIT_RETURN_IF_ERROR(Exchange(a, d, header.data(), std::vector<std::size_t>(p, header.size() * 8),
+                                         [&](std::size_t, const auto& src) {
+                                           for (std::size_t q = 0; q < p; ++q) {
+                                             const auto* h = reinterpret_cast<const std::uint64_t*>(src[q]);
+                                             for (std::size_t r = 0; r < p; ++r) {
+                                               sends[q][r] = h[r];
+                                               recvs[q][r] = h[p + r];
+                                             }
+                                           }
+                                         }));
+        for (std::size_t q = 0; q < p; ++q)
+          for (std::size_t r = 0; r < p; ++r)
+            if (sends[q][r] != recvs[r][q]) {
+              consistent_failure_ = true;
+              return Status::InvalidArgument(
+                  StrCat("alltoallv: rank ", q, " sends ", sends[q][r], " elements to rank ", r, ", which expects ",
+                         recvs[r][q], " (send_counts[", r, "] on rank ", q, " must equal recv_counts[", q, "] on rank ", r, ")"));
+            }
+        return AlltoallBlocks(a, d, sends, a.recv_counts);
+      }
+      case CollectiveKind::kBarrier:
+        return Exchange(a, d, nullptr, std::vector<std::size_t>(p, 0), [](std::size_t, const auto&) {});
+      case CollectiveKind::kSend:
+      case CollectiveKind::kRecv: break;
+    }
+    return Status::Internal("host backend: unexpected collective");
+  }
+
+  // sends[q][r]: elements rank q sends to rank r; recv_counts[q]: elements this rank gets from q.
+  Status AlltoallBlocks(const CollectiveArgs& a, Deadline d, const std::vector<std::vector<std::size_t>>& sends,
+                        const std::vector<std::size_t>& recv_counts) {
+    const std::size_t e = SizeOf(a.dtype), p = static_cast<std::size_t>(P()), S = t_->slot_bytes();
+    std::vector<std::vector<std::size_t>> soff(p);
+    std::vector<std::size_t> bytes(p);
+    for (std::size_t q = 0; q < p; ++q) {
+      soff[q] = Offsets(sends[q], e);
+      bytes[q] = soff[q][p];
+    }
+    auto roff = Offsets(recv_counts, e);
+    auto* recv = static_cast<std::uint8_t*>(a.recv);
+    const std::uint8_t* mine = static_cast<const std::uint8_t*>(a.send);
+    if (mine == nullptr || mine == recv) {  // in place: the output overwrites the input, stage it
+      scratch_.assign(recv, recv + bytes[me()]);
+      mine = scratch_.data();
+    }
+    const std::size_t m = static_cast<std::size_t>(me());
+    return Exchange(a, d, mine, bytes, [&](std::size_t lo, const auto& src) {
+      for (std::size_t q = 0; q < p; ++q) {
+        if (!src[q]) continue;
+        std::size_t hi = lo + std::min(S, bytes[q] - lo);
+        std::size_t x0 = std::max(lo, soff[q][m]), x1 = std::min(hi, soff[q][m + 1]);
+        if (x1 > x0) std::memcpy(recv + roff[q] + (x0 - soff[q][m]), src[q] + (x0 - lo), x1 - x0);
+      }
+    });
+  }
+
+  std::unique_ptr<Transport> t_;
+  std::size_t flat_bytes_;
+  Status broken_;
+  bool consistent_failure_ = false;
+  std::vector<std::uint8_t> scratch_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context) {
+  host::TransportOptions options;
+  COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
+  COMMKIT_ASSIGN_OR_RETURN(std::int64_t flat, EnvIntOr("COMMKIT_HOST_FLAT_BYTES", 64 << 10, 0, std::int64_t{1} << 30));
+  options.slot_bytes = static_cast<std::size_t>(slot) / 64 * 64;  // every element size divides it
+  COMMKIT_ASSIGN_OR_RETURN(auto transport, host::Transport::Connect(context, options));
+  return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat)));
+}
+
+}  // namespace commkit

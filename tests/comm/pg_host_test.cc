@@ -1,0 +1,178 @@
+// The host backend (commkit's shared-memory engine): the conformance suite with ranks as threads and
+// as forked processes, plus what this backend promises on its own: mismatches found in its own rounds
+// (no extra exchange), consistent alltoallv checks, send/recv ordering errors that lose nothing, a
+// dead peer named within a fraction of the timeout, and a clear error when /dev/shm is too small.
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+
+#include "../../comm/src/backends/host/shm_segment.h"
+#include "commkit/comm/hash_store.h"
+#include "commkit/comm/registry.h"
+#include "pg_conformance.h"
+
+namespace commkit::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+INSTANTIATE_TEST_SUITE_P(Host, PgConformance, ::testing::Combine(::testing::Values("host"), ::testing::Range(1, 5)),
+                         PgParamName);
+INSTANTIATE_TEST_SUITE_P(HostFork, PgConformance,
+                         ::testing::Combine(::testing::Values("host+fork"), ::testing::Values(2, 3)), PgParamName);
+
+bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) out.push_back(entry.path().filename().string());
+  return out;
+}
+
+TEST(HostBackend, AutoPicksTheHostBackendOnOneHost) {
+  RunRanks("auto", 2, [](ProcessGroup& pg) { EXPECT_EQ(pg.backend_name(), "host"); });
+}
+
+TEST(HostBackend, MismatchedCountsAreReportedOnEveryRankAndTheGroupStaysUsable) {
+  RunRanks("host", 3, [](ProcessGroup& pg) {
+    std::vector<float> buf(8, 1.0f);
+    std::size_t count = pg.rank() == 1 ? 5 : 4;
+    auto work = pg.Allreduce(nullptr, buf.data(), count, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(30s);
+    EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "rank 1: allreduce f32 sum count=5")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "rank 0: allreduce f32 sum count=4")) << s.ToString();
+    // Every rank finished the failed round: the next collective works.
+    std::vector<float> ok(3, 1.0f);
+    COMMKIT_WAIT_OK(pg.Allreduce(nullptr, ok.data(), ok.size(), DataType::kFloat32, ReduceOp::Sum()));
+    EXPECT_EQ(ok[2], 3.0f);
+  });
+}
+
+TEST(HostBackend, DifferentCollectivesAtTheSameStepAreAMismatch) {
+  RunRanks("host", 2, [](ProcessGroup& pg) {
+    std::vector<std::int32_t> buf(4, pg.rank());
+    auto work = pg.rank() == 0 ? pg.Broadcast(buf.data(), 4, DataType::kInt32, 0, {.timeout = 20s})
+                               : pg.Allreduce(nullptr, buf.data(), 4, DataType::kInt32, ReduceOp::Max(), {.timeout = 20s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(30s);
+    EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "broadcast")) << s.ToString();
+  });
+}
+
+TEST(HostBackend, InconsistentAlltoallvCountsFailOnEveryRank) {
+  RunRanks("host", 2, [](ProcessGroup& pg) {
+    std::vector<std::int32_t> send(8, pg.rank()), recv(8, -1);
+    // Rank 0 sends 3 to rank 1, but rank 1 expects 2 from rank 0.
+    std::vector<std::size_t> sc = pg.rank() == 0 ? std::vector<std::size_t>{1, 3} : std::vector<std::size_t>{2, 2};
+    std::vector<std::size_t> rc = pg.rank() == 0 ? std::vector<std::size_t>{1, 2} : std::vector<std::size_t>{2, 2};
+    auto work = pg.Alltoallv(send.data(), sc, recv.data(), rc, DataType::kInt32, {.timeout = 20s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(30s);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "rank 0 sends 3 elements to rank 1, which expects 2")) << s.ToString();
+    COMMKIT_WAIT_OK(pg.Barrier());
+  });
+}
+
+TEST(HostBackend, ARecvWithTheWrongTagFailsAndTheMessageWaitsForTheRightOne) {
+  RunRanks("host", 2, [](ProcessGroup& pg) {
+    std::vector<std::int64_t> data(100, 7);
+    if (pg.rank() == 0) {
+      COMMKIT_WAIT_OK(pg.Send(data.data(), data.size(), DataType::kInt64, 1, /*tag=*/1));
+    } else {
+      std::vector<std::int64_t> in(100, 0);
+      auto wrong = pg.Recv(in.data(), in.size(), DataType::kInt64, 0, /*tag=*/2, {.timeout = 20s});
+      ASSERT_TRUE(wrong.ok());
+      Status s = (*wrong)->Wait(30s);
+      EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+      EXPECT_TRUE(Contains(s.message(), "has tag 1 and 800 bytes, but this recv expects tag 2")) << s.ToString();
+      COMMKIT_WAIT_OK(pg.Recv(in.data(), in.size(), DataType::kInt64, 0, /*tag=*/1));
+      EXPECT_EQ(in[99], 7);
+    }
+  });
+}
+
+TEST(HostBackend, LargeSendRecvStreamsThroughTheRing) {
+  RunRanks("host", 2, [](ProcessGroup& pg) {
+    std::vector<std::uint8_t> buf(3 * 1024 * 1024 + 5);
+    if (pg.rank() == 0) {
+      for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<std::uint8_t>(i * 7);
+      COMMKIT_WAIT_OK(pg.Send(buf.data(), buf.size(), DataType::kUInt8, 1));
+    } else {
+      COMMKIT_WAIT_OK(pg.Recv(buf.data(), buf.size(), DataType::kUInt8, 0));
+      for (std::size_t i = 0; i < buf.size(); i += 4099) ASSERT_EQ(buf[i], static_cast<std::uint8_t>(i * 7)) << i;
+      ASSERT_EQ(buf.back(), static_cast<std::uint8_t>((buf.size() - 1) * 7));
+    }
+  });
+}
+
+TEST(HostBackend, ALateRankTimesOutWithItsName) {
+  RunRanks("host", 2, [](ProcessGroup& pg) {
+    std::vector<float> buf(4, 1.0f);
+    if (pg.rank() == 1) std::this_thread::sleep_for(4s);
+    auto work = pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 1s});
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(30s);
+    if (pg.rank() == 0) {
+      EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+      EXPECT_TRUE(Contains(s.message(), "waiting for rank 1 to arrive")) << s.ToString();
+    }
+  });
+}
+
+TEST(HostBackend, ADeadRankIsNamedLongBeforeTheTimeout) {
+  auto codes = ForkRanks("host", 3, [](ProcessGroup& pg) {
+    std::vector<float> buf(1024, 1.0f);
+    COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
+    if (pg.rank() == 2) std::raise(SIGKILL);
+    auto start = std::chrono::steady_clock::now();
+    auto work = pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 60s});
+    EXPECT_TRUE(work.ok());
+    if (!work.ok()) return 1;
+    Status s = (*work)->Wait(120s);
+    EXPECT_EQ(s.code(), StatusCode::kRemoteError) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "rank 2 (pid ")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "exited")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "allreduce #2")) << s.ToString();
+    // Bounded by the liveness check and the heartbeat diagnosis, not by the 60 s timeout.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 30s) << s.ToString();
+    // The group is unusable now, and says so instead of hanging.
+    auto next = pg.Barrier({.timeout = 5s});
+    EXPECT_TRUE(next.ok());
+    if (next.ok()) {
+      EXPECT_FALSE((*next)->Wait(30s).ok());
+    }
+    return ::testing::Test::HasFailure() ? 1 : 0;
+  });
+  ASSERT_EQ(codes.size(), 3u);
+  EXPECT_EQ(codes[0], 0);
+  EXPECT_EQ(codes[1], 0);
+  EXPECT_EQ(codes[2], -SIGKILL);
+}
+
+TEST(HostBackend, ATooSmallDevShmIsAnErrorWithTheFix) {
+  auto free = host::ShmFreeBytes();
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  auto seg = host::ShmSegment::Create("/commkit.test.toolarge", static_cast<std::size_t>(*free) + (1ull << 30));
+  ASSERT_FALSE(seg.ok());
+  EXPECT_EQ(seg.status().code(), StatusCode::kUnavailable);
+  EXPECT_TRUE(Contains(seg.status().message(), "--shm-size")) << seg.status().ToString();
+  EXPECT_TRUE(Contains(seg.status().message(), "COMMKIT_HOST_SLOT_BYTES")) << seg.status().ToString();
+}
+
+TEST(HostBackend, SegmentsLeaveNothingInDevShm) {
+  auto before = ListDir("/dev/shm");
+  RunRanks("host", 3, [](ProcessGroup& pg) { COMMKIT_WAIT_OK(pg.Barrier()); });
+  auto after = ListDir("/dev/shm");
+  for (const auto& name : after)
+    if (name.rfind("commkit.", 0) == 0) {
+      EXPECT_TRUE(std::find(before.begin(), before.end(), name) != before.end()) << "left behind: /dev/shm/" << name;
+    }
+}
+
+}  // namespace
+}  // namespace commkit::testing
