@@ -61,3 +61,8 @@ commkit_add_test(comm_pg_host_test
 add_test(NAME comm_pg_host_small_slots COMMAND comm_pg_host_test --gtest_filter=Host*/PgConformance.*:HostBackend.Mismatch* --gtest_color=no)
 set_tests_properties(comm_pg_host_small_slots PROPERTIES LABELS unit TIMEOUT 600
   ENVIRONMENT "COMMKIT_HOST_SLOT_BYTES=65536;COMMKIT_HOST_FLAT_BYTES=4096")
+
+commkit_add_test(comm_reduce_kernels_test
+  SOURCES reduce_kernels_test.cc
+  LIBS commkit::comm
+  LABELS unit)

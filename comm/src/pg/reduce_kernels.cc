@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "commkit/common/check.h"
 
@@ -107,12 +110,84 @@ void Plain(void* c, const void* a, const void* b, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) out[i] = Op::Apply(x[i], y[i]);
 }
 
-template <float (*ToF)(unsigned short), unsigned short (*FromF)(float), typename Op>
+// 16-bit floats are reduced in f32 in blocks: widen a block of each input into f32 arrays, apply the
+// op, narrow back. Each pass is a simple loop the compiler vectorizes (bf16 conversions are shifts and
+// selects; f16 uses the F16C instructions when the CPU has them, checked once at run time).
+constexpr std::size_t kBlock = 256;
+
+inline void WidenBf16(float* out, const unsigned short* in, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits = static_cast<std::uint32_t>(in[i]) << 16;
+    std::memcpy(&out[i], &bits, 4);
+  }
+}
+inline void NarrowBf16(unsigned short* out, const float* in, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &in[i], 4);
+    std::uint32_t rounded = (bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16;
+    std::uint32_t nan = (bits >> 16) | 0x40u;  // keep NaNs NaN (rounding could carry into infinity)
+    out[i] = static_cast<unsigned short>((bits & 0x7FFFFFFFu) > 0x7F800000u ? nan : rounded);
+  }
+}
+
+inline void WidenF16Portable(float* out, const unsigned short* in, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
+}
+inline void NarrowF16Portable(unsigned short* out, const float* in, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx,f16c"))) void WidenF16C(float* out, const unsigned short* in, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+  }
+  WidenF16Portable(out + i, in + i, n - i);
+}
+__attribute__((target("avx,f16c"))) void NarrowF16C(unsigned short* out, const float* in, std::size_t n) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), h);
+  }
+  NarrowF16Portable(out + i, in + i, n - i);
+}
+bool HaveF16C() {
+  static const bool have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  return have;
+}
+#endif
+
+inline void WidenF16(float* out, const unsigned short* in, std::size_t n) {
+#if defined(__x86_64__)
+  if (HaveF16C()) return WidenF16C(out, in, n);
+#endif
+  WidenF16Portable(out, in, n);
+}
+inline void NarrowF16(unsigned short* out, const float* in, std::size_t n) {
+#if defined(__x86_64__)
+  if (HaveF16C()) return NarrowF16C(out, in, n);
+#endif
+  NarrowF16Portable(out, in, n);
+}
+
+template <void (*Widen)(float*, const unsigned short*, std::size_t),
+          void (*Narrow)(unsigned short*, const float*, std::size_t), typename Op>
 void Half(void* c, const void* a, const void* b, std::size_t n) {
   auto* out = static_cast<unsigned short*>(c);
   const auto* x = static_cast<const unsigned short*>(a);
   const auto* y = static_cast<const unsigned short*>(b);
-  for (std::size_t i = 0; i < n; ++i) out[i] = FromF(Op::Apply(ToF(x[i]), ToF(y[i])));
+  float fx[kBlock], fy[kBlock];
+  for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const std::size_t m = std::min(kBlock, n - i0);
+    Widen(fx, x + i0, m);
+    Widen(fy, y + i0, m);
+    for (std::size_t i = 0; i < m; ++i) fx[i] = Op::Apply(fx[i], fy[i]);
+    Narrow(out + i0, fx, m);
+  }
 }
 
 template <typename Op>
@@ -120,8 +195,8 @@ ReduceFunction ForArithmetic(DataType dtype) {
   switch (dtype) {
     case DataType::kFloat32: return &Plain<float, Op>;
     case DataType::kFloat64: return &Plain<double, Op>;
-    case DataType::kFloat16: return &Half<HalfToFloat, FloatToHalf, Op>;
-    case DataType::kBFloat16: return &Half<BFloat16ToFloat, FloatToBFloat16, Op>;
+    case DataType::kFloat16: return &Half<WidenF16, NarrowF16, Op>;
+    case DataType::kBFloat16: return &Half<WidenBf16, NarrowBf16, Op>;
     case DataType::kInt8: return &Plain<std::int8_t, Op>;
     case DataType::kUInt8: return &Plain<std::uint8_t, Op>;
     case DataType::kInt32: return &Plain<std::int32_t, Op>;
