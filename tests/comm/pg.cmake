@@ -66,3 +66,9 @@ commkit_add_test(comm_reduce_kernels_test
   SOURCES reduce_kernels_test.cc
   LIBS commkit::comm
   LABELS unit)
+if(COMMKIT_HAVE_UCX)
+  # Two pretend hosts again, with the flat UCX ring for all-reduce instead of the hierarchical one.
+  add_test(NAME comm_pg_host_two_hosts_ring COMMAND comm_pg_host_test --gtest_filter=HostTwoHosts/* --gtest_color=no)
+  set_tests_properties(comm_pg_host_two_hosts_ring PROPERTIES LABELS mp TIMEOUT 600
+    ENVIRONMENT "COMMKIT_HOST_ALGORITHM=ring")
+endif()

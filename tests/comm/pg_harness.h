@@ -46,7 +46,8 @@ inline ProcessWorld& World() {
 // nothing hangs. Children leave with _exit() (no static destructors of the parent run twice).
 inline std::vector<int> ForkRanks(const std::string& backend, int size, const std::function<int(ProcessGroup&)>& body,
                                   ProcessGroupOptions options = {},
-                                  std::chrono::milliseconds limit = std::chrono::seconds(240)) {
+                                  std::chrono::milliseconds limit = std::chrono::seconds(240),
+                                  int simulated_hosts = 0) {
   // The store server runs in its own forked process, so this process has no threads when it forks the
   // ranks (a lock held by another thread at fork time would deadlock a child).
   int fds[2];
@@ -93,6 +94,10 @@ inline std::vector<int> ForkRanks(const std::string& backend, int size, const st
     pid_t pid = ::fork();
     if (pid == 0) {
       int code = 0;
+      // Ranks [h*size/hosts, (h+1)*size/hosts) pretend to be host h: they never share memory with
+      // the other hosts' ranks (see COMMKIT_HOST_DOMAIN), so the host backend's inter-host path runs.
+      if (simulated_hosts > 0)
+        ::setenv("COMMKIT_HOST_DOMAIN", ("simhost" + std::to_string(rank * simulated_hosts / size)).c_str(), 1);
       {
         TcpStoreOptions o;
         o.port = port;
@@ -157,6 +162,11 @@ inline void RunRanks(const std::string& backend_spec, int size, const std::funct
                      ProcessGroupOptions options = {}) {
   std::string backend = backend_spec;
   bool fork_mode = false;
+  int simulated_hosts = 0;
+  if (auto at = backend.find('@'); at != std::string::npos) {  // "host+fork@2": ranks on 2 pretend hosts
+    simulated_hosts = std::stoi(backend.substr(at + 1));
+    backend = backend.substr(0, at);
+  }
   if (auto plus = backend.find("+fork"); plus != std::string::npos) {
     backend = backend.substr(0, plus);
     fork_mode = true;
@@ -175,7 +185,7 @@ inline void RunRanks(const std::string& backend_spec, int size, const std::funct
     auto codes = ForkRanks(backend, size, [&](ProcessGroup& pg) {
       body(pg);
       return ::testing::Test::HasFailure() ? 1 : 0;
-    }, options);
+    }, options, std::chrono::seconds(240), simulated_hosts);
     for (std::size_t r = 0; r < codes.size(); ++r) EXPECT_EQ(codes[r], 0) << "forked rank " << r << " failed (see its output above)";
     return;
   }

@@ -9,6 +9,7 @@
 #include "../../comm/src/backends/host/shm_segment.h"
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/registry.h"
+#include "commkit/common/config.h"
 #include "pg_conformance.h"
 
 namespace commkit::testing {
@@ -20,6 +21,12 @@ INSTANTIATE_TEST_SUITE_P(Host, PgConformance, ::testing::Combine(::testing::Valu
                          PgParamName);
 INSTANTIATE_TEST_SUITE_P(HostFork, PgConformance,
                          ::testing::Combine(::testing::Values("host+fork"), ::testing::Values(2, 3)), PgParamName);
+#if COMMKIT_HAVE_UCX
+// Ranks on two pretend hosts: shared memory within each, UCX between them (hierarchical all-reduce
+// when a host has several ranks, the flat ring otherwise).
+INSTANTIATE_TEST_SUITE_P(HostTwoHosts, PgConformance,
+                         ::testing::Combine(::testing::Values("host+fork@2"), ::testing::Values(2, 3, 4)), PgParamName);
+#endif
 
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 

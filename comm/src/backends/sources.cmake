@@ -9,3 +9,10 @@ list(APPEND COMMKIT_COMM_SOURCES
   src/backends/host/shm_segment.cc
   src/backends/host/host_transport.cc
   src/backends/host/host_backend.cc)
+if(COMMKIT_HAVE_UCX)
+  # Between hosts the host backend talks UCX (ucp tagged messages).
+  list(APPEND COMMKIT_COMM_SOURCES
+    src/backends/host/ucx_transport.cc
+    src/backends/host/host_remote.cc)
+  list(APPEND COMMKIT_COMM_PRIVATE_DEPS PkgConfig::UCX)
+endif()

@@ -5,11 +5,16 @@
 #include <functional>
 #include <numeric>
 
+#include "commkit/comm/prefix_store.h"
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/config.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "host_transport.h"
+#if COMMKIT_HAVE_UCX
+#include "host_remote.h"
+#endif
 
 namespace commkit {
 
@@ -42,13 +47,26 @@ std::vector<std::size_t> Offsets(const std::vector<std::size_t>& counts, std::si
   return out;
 }
 
+// Ranks on several hosts: shared memory within each host, UCX between them.
+struct RemoteState {
+#if COMMKIT_HAVE_UCX
+  std::unique_ptr<host::UcxTransport> ucx;
+  std::unique_ptr<host::RemoteAlgorithms> algorithms;
+#endif
+  std::vector<int> leaders;  // the lowest group rank of every host, in host order
+  bool leader = false;
+  int size = 0;               // the whole group
+  bool hierarchical = false;  // all-reduce: within hosts, then between leaders, then within hosts
+};
+
 class HostBackend final : public Backend {
  public:
-  HostBackend(std::unique_ptr<Transport> transport, std::size_t flat_bytes)
-      : t_(std::move(transport)), flat_bytes_(std::min(flat_bytes, t_->slot_bytes())) {}
+  HostBackend(std::unique_ptr<Transport> transport, std::size_t flat_bytes, std::unique_ptr<RemoteState> remote)
+      : t_(std::move(transport)), flat_bytes_(std::min(flat_bytes, t_->slot_bytes())), remote_(std::move(remote)) {}
 
   std::string_view Name() const override { return "host"; }
-  bool ChecksMismatch() const override { return true; }
+  // Across hosts the fingerprints only meet within each host: ProcessGroup's own exchange is needed.
+  bool ChecksMismatch() const override { return remote_ == nullptr; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
     if (memory != MemoryKind::kHost) return false;
@@ -62,7 +80,17 @@ class HostBackend final : public Backend {
     const auto start = Clock::now();
     const Deadline deadline = start + a.timeout;
     Status s;
-    if (a.kind == CollectiveKind::kSend) {
+    if (remote_ != nullptr) {
+      if (!broken_.ok()) {
+        s = Status(broken_.code(), StrCat("an earlier operation failed on this rank; recreate the process group (earlier "
+                                          "error: ", broken_.message(), ")"));
+      } else {
+        consistent_failure_ = false;
+        s = RunRemote(a, deadline);
+        if (!s.ok() && !consistent_failure_ && a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv)
+          broken_ = s;
+      }
+    } else if (a.kind == CollectiveKind::kSend) {
       s = t_->Send(a.peer, a.tag, a.send, a.count * SizeOf(a.dtype), deadline);
     } else if (a.kind == CollectiveKind::kRecv) {
       s = t_->Recv(a.peer, a.tag, a.recv, a.count * SizeOf(a.dtype), deadline);
@@ -84,7 +112,12 @@ class HostBackend final : public Backend {
     return CreateHostBackend(context);
   }
 
-  void Abort(std::string_view reason) override { t_->Abort(reason); }
+  void Abort(std::string_view reason) override {
+    t_->Abort(reason);
+#if COMMKIT_HAVE_UCX
+    if (remote_ != nullptr) remote_->ucx->Abort(reason);
+#endif
+  }
 
  private:
   using RoundFn = std::function<void(std::size_t lo, const std::vector<const std::uint8_t*>& src)>;
@@ -317,8 +350,42 @@ class HostBackend final : public Backend {
     });
   }
 
+  // Across hosts: all-reduce hierarchically (shared-memory reduce to each host's leader, a ring among
+  // the leaders, shared-memory broadcast) or as one flat ring; everything else flat over UCX.
+  Status RunRemote(const CollectiveArgs& args, Deadline d) {
+#if COMMKIT_HAVE_UCX
+    // UCX tags carry a per-backend operation count, not the group's sequence number: ProcessGroup's
+    // fingerprint all-reduce and the operation it checks share one sequence number.
+    CollectiveArgs a = args;
+    if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) a.sequence = ++remote_ops_;
+    if (a.kind != CollectiveKind::kAllreduce || !remote_->hierarchical) return remote_->algorithms->Run(a, d);
+    const bool avg = a.op.kind == ReduceKind::kAvg;
+    CollectiveArgs local = a;
+    local.kind = CollectiveKind::kReduce;
+    local.root = 0;
+    if (avg) local.op = ReduceOp::Sum();
+    COMMKIT_RETURN_IF_ERROR(Reduction(local, d, 0));
+    if (remote_->leader) {
+      ReduceKind between = avg || a.op.kind == ReduceKind::kPreMulSum ? ReduceKind::kSum : a.op.kind;
+      COMMKIT_RETURN_IF_ERROR(remote_->algorithms->RingAllreduce(a, a.recv, a.count, between, remote_->leaders, d));
+      if (avg) DivideInPlace(a.dtype, a.recv, a.count, remote_->size);
+    }
+    CollectiveArgs bcast = a;
+    bcast.kind = CollectiveKind::kBroadcast;
+    bcast.root = 0;
+    bcast.send = a.recv;
+    return Dispatch(bcast, d);
+#else
+    (void)args;
+    (void)d;
+    return Status::Internal("host backend: built without UCX");
+#endif
+  }
+
   std::unique_ptr<Transport> t_;
   std::size_t flat_bytes_;
+  std::unique_ptr<RemoteState> remote_;
+  std::uint64_t remote_ops_ = 0;
   Status broken_;
   bool consistent_failure_ = false;
   std::vector<std::uint8_t> scratch_;
@@ -330,9 +397,59 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   host::TransportOptions options;
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t flat, EnvIntOr("COMMKIT_HOST_FLAT_BYTES", 64 << 10, 0, std::int64_t{1} << 30));
+  std::optional<std::string> algorithm;
+  COMMKIT_ASSIGN_OR_RETURN(algorithm, EnvChoice("COMMKIT_HOST_ALGORITHM", {"auto", "ring", "hierarchical"}));
   options.slot_bytes = static_cast<std::size_t>(slot) / 64 * 64;  // every element size divides it
-  COMMKIT_ASSIGN_OR_RETURN(auto transport, host::Transport::Connect(context, options));
-  return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat)));
+  const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
+
+  // Which ranks share a host (its /dev/shm): hosts ordered by their lowest rank.
+  COMMKIT_RETURN_IF_ERROR(context.store->Set(StrCat("hosts/", context.rank), host::ShmDomain()).WithContext(who));
+  std::vector<std::string> keys;
+  for (int q = 0; q < context.size; ++q) keys.push_back(StrCat("hosts/", q));
+  auto domains = context.store->MultiGet(keys, context.timeout);
+  if (!domains.ok()) return domains.status().WithContext(StrCat(who, ": waiting for every rank to arrive"));
+  std::vector<std::string> order;
+  std::vector<std::vector<int>> hosts;
+  for (int q = 0; q < context.size; ++q) {
+    auto it = std::find(order.begin(), order.end(), (*domains)[q]);
+    if (it == order.end()) {
+      order.push_back((*domains)[q]);
+      hosts.emplace_back();
+      it = order.end() - 1;
+    }
+    hosts[it - order.begin()].push_back(q);
+  }
+  if (hosts.size() == 1) {
+    COMMKIT_ASSIGN_OR_RETURN(auto transport, host::Transport::Connect(context, options));
+    return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat), nullptr));
+  }
+#if COMMKIT_HAVE_UCX
+  const std::size_t mine = static_cast<std::size_t>(
+      std::find(order.begin(), order.end(), (*domains)[context.rank]) - order.begin());
+  BackendContext local = context;
+  local.rank = static_cast<int>(std::find(hosts[mine].begin(), hosts[mine].end(), context.rank) - hosts[mine].begin());
+  local.size = static_cast<int>(hosts[mine].size());
+  local.store = std::make_shared<PrefixStore>(StrCat("host", mine), context.store);
+  local.group_name = StrCat(context.group_name, "/host", mine);
+  COMMKIT_ASSIGN_OR_RETURN(auto transport, host::Transport::Connect(local, options));
+  auto remote = std::make_unique<RemoteState>();
+  COMMKIT_ASSIGN_OR_RETURN(remote->ucx, host::UcxTransport::Connect(context));
+  remote->algorithms = std::make_unique<host::RemoteAlgorithms>(*remote->ucx);
+  for (const auto& h : hosts) remote->leaders.push_back(h.front());
+  remote->leader = local.rank == 0;
+  remote->size = context.size;
+  std::size_t most = 0;
+  for (const auto& h : hosts) most = std::max(most, h.size());
+  remote->hierarchical = algorithm.value_or("auto") == "hierarchical" || (algorithm.value_or("auto") == "auto" && most > 1);
+  if (context.rank == 0)
+    COMMKIT_LOG_INFO(who, ": ", context.size, " ranks on ", hosts.size(), " hosts (shared memory within, UCX between); "
+                     "all-reduce: ", remote->hierarchical ? "hierarchical" : "ring");
+  return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat), std::move(remote)));
+#else
+  (void)algorithm;
+  return Status::Unavailable(StrCat(who, ": the ranks span ", hosts.size(), " hosts and this build has no UCX for the "
+                                    "transport between them (apt install libucx-dev; COMMKIT_WITH_UCX=ON); use gloo or mpi"));
+#endif
 }
 
 }  // namespace commkit

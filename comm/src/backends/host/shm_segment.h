@@ -41,7 +41,8 @@ class ShmSegment {
 // Free bytes on the file system behind shm_open (/dev/shm), or nullopt when unknown.
 Result<std::uint64_t> ShmFreeBytes();
 
-// What ranks must share to use each other's segments: "<hostname>|<boot id>|<ipc ns>|<mount ns>".
+// What ranks must share to use each other's segments: "<hostname>|<boot id>|<ipc ns>|<mount ns>", or
+// COMMKIT_HOST_DOMAIN when set (ranks with different values never use shared memory between them).
 std::string ShmDomain();
 // The pid namespace (ranks in the same one can check each other's liveness with kill(pid, 0)).
 std::string PidNamespace();
