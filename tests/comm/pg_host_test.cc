@@ -161,6 +161,32 @@ TEST(HostBackend, ADeadRankIsNamedLongBeforeTheTimeout) {
   EXPECT_EQ(codes[2], -SIGKILL);
 }
 
+#if COMMKIT_HAVE_UCX
+TEST(HostBackend, ADeadRankOnAnotherHostIsNamed) {
+  // Ranks 0,1 on one pretend host, 2,3 on another; rank 3 dies between two all-reduces.
+  auto codes = ForkRanks("host", 4, [](ProcessGroup& pg) {
+    std::vector<float> buf(4096, 1.0f);
+    COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
+    EXPECT_EQ(buf[0], 4.0f);
+    if (pg.rank() == 3) std::raise(SIGKILL);
+    auto start = std::chrono::steady_clock::now();
+    auto work = pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 60s});
+    EXPECT_TRUE(work.ok());
+    if (!work.ok()) return 1;
+    Status s = (*work)->Wait(120s);
+    EXPECT_FALSE(s.ok());
+    EXPECT_TRUE(Contains(s.message(), "allreduce #2")) << s.ToString();
+    EXPECT_TRUE(Contains(s.message(), "3 (")) << s.ToString();  // named among the missing or silent ranks
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 45s) << s.ToString();
+    if (pg.rank() == 0) std::fprintf(stderr, "rank 0 got: %s\n", s.ToString().c_str());
+    return ::testing::Test::HasFailure() ? 1 : 0;
+  }, {}, std::chrono::seconds(200), /*simulated_hosts=*/2);
+  ASSERT_EQ(codes.size(), 4u);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
+  EXPECT_EQ(codes[3], -SIGKILL);
+}
+#endif
+
 TEST(HostBackend, ATooSmallDevShmIsAnErrorWithTheFix) {
   auto free = host::ShmFreeBytes();
   ASSERT_TRUE(free.ok()) << free.status().ToString();

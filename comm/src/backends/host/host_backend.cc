@@ -431,6 +431,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   local.size = static_cast<int>(hosts[mine].size());
   local.store = std::make_shared<PrefixStore>(StrCat("host", mine), context.store);
   local.group_name = StrCat(context.group_name, "/host", mine);
+  options.names = hosts[mine];  // errors name group ranks, not ranks within the host
   COMMKIT_ASSIGN_OR_RETURN(auto transport, host::Transport::Connect(local, options));
   auto remote = std::make_unique<RemoteState>();
   COMMKIT_ASSIGN_OR_RETURN(remote->ucx, host::UcxTransport::Connect(context));

@@ -102,11 +102,11 @@ void Transport::Wake() {
 Status Transport::PeerGone(int q, const char* what) {
   Control& c = Ctl(q);
   if (c.aborted.load() != 0)
-    return Status::Aborted(StrCat("rank ", q, " aborted (", std::string(c.abort_reason, strnlen(c.abort_reason, sizeof(c.abort_reason))),
-                                  ") while rank ", rank_, " waited for it to ", what));
+    return Status::Aborted(StrCat("rank ", Name(q), " aborted (", std::string(c.abort_reason, strnlen(c.abort_reason, sizeof(c.abort_reason))),
+                                  ") while rank ", Name(rank_), " waited for it to ", what));
   int pid = pids_[q];
   if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH)
-    return Status::RemoteError(StrCat("rank ", q, " (pid ", pid, ") exited while rank ", rank_, " waited for it to ", what));
+    return Status::RemoteError(StrCat("rank ", Name(q), " (pid ", pid, ") exited while rank ", Name(rank_), " waited for it to ", what));
   return Status::Ok();
 }
 
@@ -144,7 +144,7 @@ Status Transport::WaitOn(int q, Ready ready, Deadline deadline, const char* what
     if (aborted_.load()) return Status::Aborted(StrCat("host backend aborted: ", abort_reason_));
     auto now = Clock::now();
     if (now >= deadline)
-      return Status::Timeout(StrCat("host backend: rank ", rank_, " timed out waiting for rank ", q, " to ", what));
+      return Status::Timeout(StrCat("host backend: rank ", Name(rank_), " timed out waiting for rank ", Name(q), " to ", what));
     if (now >= next_check) {
       next_check = now + std::chrono::milliseconds(100);
       COMMKIT_RETURN_IF_ERROR(PeerGone(q, what));
@@ -187,7 +187,7 @@ Status Transport::WaitPosted(Deadline deadline) {
   const std::uint64_t mine = Header(rank_, s).fingerprint;
   for (int q = 0; q < size_; ++q) {
     if (Header(q, s).fingerprint != mine)
-      return Status::Mismatch(StrCat("host backend: rank ", q, " issued a different collective than rank ", rank_));
+      return Status::Mismatch(StrCat("host backend: rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
   }
   return Status::Ok();
 }
@@ -269,10 +269,10 @@ Status Transport::Recv(int peer, int tag, void* data, std::size_t bytes, Deadlin
   Frame frame{};
   copy_out(reinterpret_cast<std::uint8_t*>(&frame), c, sizeof(frame));
   if (frame.magic != kFrameMagic)
-    return Status::DataLoss(StrCat("host backend: corrupt send/recv frame from rank ", peer, " (memory overwritten?)"));
+    return Status::DataLoss(StrCat("host backend: corrupt send/recv frame from rank ", Name(peer), " (memory overwritten?)"));
   if (frame.tag != tag || frame.bytes != bytes)
     // The frame stays in the ring: a matching recv still gets it.
-    return Status::Mismatch(StrCat("host backend: rank ", peer, "'s next message to rank ", rank_, " has tag ", frame.tag,
+    return Status::Mismatch(StrCat("host backend: rank ", Name(peer), "'s next message to rank ", Name(rank_), " has tag ", frame.tag,
                                    " and ", frame.bytes, " bytes, but this recv expects tag ", tag, " and ", bytes,
                                    " bytes; sends and receives between two ranks must be posted in the same order"));
   c += sizeof(Frame);

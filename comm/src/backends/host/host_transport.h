@@ -34,6 +34,7 @@ using Deadline = Clock::time_point;
 struct TransportOptions {
   std::size_t slot_bytes = 1 << 20;  // per slot; two slots per rank (COMMKIT_HOST_SLOT_BYTES)
   std::size_t ring_bytes = 64 << 10;  // per ordered pair, for send/recv
+  std::vector<int> names;  // the rank each local rank is called in messages (empty: the same)
 };
 
 struct Control;
@@ -79,6 +80,7 @@ class Transport {
   template <typename Ready>
   Status WaitOn(int q, Ready ready, Deadline deadline, const char* what);
   Status PeerGone(int q, const char* what);
+  int Name(int q) const { return options_.names.empty() ? q : options_.names[q]; }
 
   int rank_ = 0, size_ = 1;
   TransportOptions options_;
