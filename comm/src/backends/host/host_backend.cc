@@ -143,14 +143,21 @@ class HostBackend final : public Backend {
     const std::size_t most = *std::max_element(bytes.begin(), bytes.end());
     const std::size_t rounds = std::max<std::size_t>(1, (most + S - 1) / S);
     std::vector<const std::uint8_t*> src(P());
+    const bool scale = IsReduction(a.kind) && a.op.kind == ReduceKind::kPreMulSum;
+    if (P() == 1 && !scale) {  // alone: read the input where it is, no staging copy
+      for (std::size_t r = 0; r < rounds; ++r) {
+        src[0] = bytes[0] > r * S ? static_cast<const std::uint8_t*>(mine) + r * S : nullptr;
+        on_round(r * S, src);
+      }
+      return Status::Ok();
+    }
     for (std::size_t r = 0; r < rounds; ++r) {
       const std::size_t lo = r * S;
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
       if (bytes[me()] > lo) {
         std::size_t n = std::min(S, bytes[me()] - lo);
         std::memcpy(slot, static_cast<const std::uint8_t*>(mine) + lo, n);
-        if (IsReduction(a.kind) && a.op.kind == ReduceKind::kPreMulSum)
-          ScaleInPlace(a.dtype, slot, n / SizeOf(a.dtype), a.op.scalar);
+        if (scale) ScaleInPlace(a.dtype, slot, n / SizeOf(a.dtype), a.op.scalar);
       }
       t_->Post(a.fingerprint);
       if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
@@ -219,7 +226,7 @@ class HostBackend final : public Backend {
     COMMKIT_RETURN_IF_ERROR(Exchange(a, d, in, std::vector<std::size_t>(P(), bytes), [&](std::size_t lo, const auto& src) {
       if (root < 0 || me() == root) ReduceAll(a, out + lo, src, 0, std::min(t_->slot_bytes(), bytes - lo) / e);
     }));
-    if (a.op.kind == ReduceKind::kAvg && (root < 0 || me() == root)) DivideInPlace(a.dtype, out, a.count, P());
+    if (a.op.kind == ReduceKind::kAvg && P() > 1 && (root < 0 || me() == root)) DivideInPlace(a.dtype, out, a.count, P());
     return Status::Ok();
   }
 
