@@ -72,3 +72,10 @@ if(COMMKIT_HAVE_UCX)
   set_tests_properties(comm_pg_host_two_hosts_ring PROPERTIES LABELS mp TIMEOUT 600
     ENVIRONMENT "COMMKIT_HOST_ALGORITHM=ring")
 endif()
+if(COMMKIT_HAVE_UCX)
+  commkit_add_test(comm_pg_host_netns_test
+    SOURCES pg_host_netns_test.cc
+    LIBS commkit::comm
+    LABELS netns
+    TIMEOUT 300)
+endif()

@@ -130,7 +130,11 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::Connect(const BackendContext
   params.features = UCP_FEATURE_TAG;
   st = ucp_init(&params, config, &m.context);
   ucp_config_release(config);
-  if (st != UCS_OK) return Status::BackendError(StrCat(m.who, ": ucp_init: ", ucs_status_string(st)));
+  if (st != UCS_OK)
+    return Status::BackendError(StrCat(m.who, ": ucp_init: ", ucs_status_string(st),
+                                       iface && !iface->empty() ? StrCat(" (UCX found no usable device for COMMKIT_SOCKET_IFNAME=",
+                                                                         *iface, "; check the interface exists on this host)")
+                                                                : std::string()));
   ucp_worker_params_t wp{};
   wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // serialised by Impl::mu
