@@ -103,7 +103,7 @@ TEST(PgFaults, RegistryListsBackendsWithReasons) {
   auto store = std::make_shared<HashStore>();
   auto bad = ProcessGroup::Create(store, 0, 1, {.backend = "carrier-pigeon"});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("unknown backend 'carrier-pigeon'; known: gloo"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("unknown backend 'carrier-pigeon'; known: host, gloo"), std::string::npos)
       << bad.status().message();
 }
 

@@ -7,6 +7,7 @@
 // server or temp files alive.
 #pragma once
 
+#include <limits>
 #include <gtest/gtest.h>
 
 #include <any>
@@ -127,6 +128,15 @@ TEST_P(StoreContract, AddIsAtomicAcrossClients) {
   EXPECT_EQ(*a().Add("counter", 0), 4 * kPerThread);
   EXPECT_EQ(*b().Add("counter", -10), 4 * kPerThread - 10);
   EXPECT_EQ(*a().Get("counter", 1s), std::to_string(4 * kPerThread - 10)) << "Add stores decimal text";
+}
+
+TEST_P(StoreContract, AddThatOverflowsIsInvalidArgumentAndKeepsTheValue) {
+  ASSERT_TRUE(a().Add("big", std::numeric_limits<std::int64_t>::max() - 1).ok());
+  auto r = b().Add("big", 2);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("overflows"), std::string::npos) << r.status().ToString();
+  EXPECT_EQ(*a().Add("big", 0), std::numeric_limits<std::int64_t>::max() - 1) << "a failed Add must not change the value";
 }
 
 TEST_P(StoreContract, AddOnNonIntegerIsInvalidArgument) {

@@ -209,7 +209,8 @@ Result<std::int64_t> FileStore::Add(std::string_view key, std::int64_t delta) {
     if (!parsed) return Status::InvalidArgument(StrCat(Describe(), ": add on key '", key, "' whose value is not an integer"));
     value = *parsed;
   }
-  value += delta;
+  if (__builtin_add_overflow(value, delta, &value))
+    return Status::InvalidArgument(StrCat(Describe(), ": add of ", delta, " to key '", key, "' overflows a 64-bit integer"));
   COMMKIT_RETURN_IF_ERROR(Write(key, std::to_string(value)));
   return value;
 }

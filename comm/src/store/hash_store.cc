@@ -48,7 +48,8 @@ Result<std::int64_t> HashStore::Add(std::string_view key, std::int64_t delta) {
         return Status::InvalidArgument(StrCat(Describe(), ": add on key '", key, "' whose value is not an integer"));
       value = *current;
     }
-    value += delta;
+    if (__builtin_add_overflow(value, delta, &value))
+      return Status::InvalidArgument(StrCat(Describe(), ": add of ", delta, " to key '", key, "' overflows a 64-bit integer"));
     data_.insert_or_assign(std::string(key), std::to_string(value));
   }
   cv_.notify_all();

@@ -441,7 +441,12 @@ class TcpStoreServer::Impl {
           }
           value = *current;
         }
-        value += *delta;
+        // A hostile or buggy client must not make the server overflow (undefined behaviour).
+        if (__builtin_add_overflow(value, *delta, &value)) {
+          ReplyError(fd, conn, StatusCode::kInvalidArgument,
+                     StrCat("add of ", *delta, " to key '", *key, "' overflows a 64-bit integer"));
+          break;
+        }
         data_.insert_or_assign(*key, std::to_string(value));
         Writer w;
         w.I64(value);

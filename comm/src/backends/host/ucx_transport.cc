@@ -151,11 +151,16 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::Connect(const BackendContext
   for (int q = 0; q < ctx.size; ++q) keys.push_back(StrCat("ucx/addr/", q));
   auto all = ctx.store->MultiGet(keys, ctx.timeout);
   if (!all.ok()) return all.status().WithContext(StrCat(m.who, ": waiting for every rank's UCX address"));
+  // Every rank reports whether it reached every peer, and no rank returns (and could tear its worker
+  // down under a peer still connecting) before all have: they fail or succeed together.
+  std::string connected = "ok";
   std::vector<unsigned char> bytes;
-  for (int q = 0; q < ctx.size; ++q) {
+  for (int q = 0; q < ctx.size && connected == "ok"; ++q) {
     if (q == ctx.rank) continue;
-    if (!Unhex((*all)[q], bytes) || bytes.empty())
-      return Status::DataLoss(StrCat(m.who, ": malformed UCX address of rank ", q));
+    if (!Unhex((*all)[q], bytes) || bytes.empty()) {
+      connected = StrCat("malformed UCX address of rank ", q);
+      break;
+    }
     ucp_ep_params_t ep{};
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = reinterpret_cast<const ucp_address_t*>(bytes.data());
@@ -163,10 +168,19 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::Connect(const BackendContext
     ep.err_handler.cb = &Impl::OnEndpointError;
     ep.err_handler.arg = &m.failed[q];
     st = ucp_ep_create(m.worker, &ep, &m.eps[q]);
-    if (st != UCS_OK)
-      return Status::BackendError(StrCat(m.who, ": connecting to rank ", q, ": ucp_ep_create: ", ucs_status_string(st),
-                                         " (set COMMKIT_SOCKET_IFNAME or UCX_NET_DEVICES to an interface every host reaches)"));
+    if (st != UCS_OK) {
+      m.eps[q] = nullptr;
+      connected = StrCat("rank ", ctx.rank, " could not connect to rank ", q, ": ucp_ep_create: ", ucs_status_string(st),
+                         " (set COMMKIT_SOCKET_IFNAME or UCX_NET_DEVICES to an interface every host reaches)");
+    }
   }
+  COMMKIT_RETURN_IF_ERROR(ctx.store->Set(StrCat("ucx/connected/", ctx.rank), connected).WithContext(m.who));
+  keys.clear();
+  for (int q = 0; q < ctx.size; ++q) keys.push_back(StrCat("ucx/connected/", q));
+  auto outcome = ctx.store->MultiGet(keys, ctx.timeout);
+  if (!outcome.ok()) return outcome.status().WithContext(StrCat(m.who, ": waiting for every rank to connect"));
+  for (const auto& o : *outcome)
+    if (o != "ok") return Status::BackendError(StrCat(m.who, ": ", o));
   return t;
 }
 
