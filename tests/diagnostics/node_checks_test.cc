@@ -110,6 +110,35 @@ TEST(NodeChecksTest, TwoNcclVersions) {
   EXPECT_NE(r.outcome.fix.find("pip uninstall"), std::string::npos);
 }
 
+TEST(NodeChecksTest, NcclSymlinksAreOneLibraryAndTheWheelsUnversionedLibraryCounts) {
+  testing::TempDir dir;
+  const std::string sys = "/usr/lib/x86_64-linux-gnu/libnccl.so.2";
+  dir.Write(".commkit/facts/nccl.libs", sys + " -> libnccl.so.2.18.1\n" + sys + ".18.1");
+  CheckContext ctx{SystemView::Replay(dir.path())};
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), ctx, {{"nccl.libs"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
+  EXPECT_EQ(rep.records.at(0).outcome.summary, "NCCL 2.18.1");
+  // PyTorch's nvidia-nccl-cu12 wheel ships libnccl.so.2 only: a second library, named.
+  const std::string wheel = "/usr/local/lib/python3.11/dist-packages/nvidia/nccl/lib/libnccl.so.2";
+  dir.Write(".commkit/facts/nccl.libs", sys + " -> libnccl.so.2.18.1\n" + sys + ".18.1\n" + wheel);
+  rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"nccl.libs"}, {}});
+  const CheckOutcome& o = rep.records.at(0).outcome;
+  EXPECT_EQ(o.status, CheckStatus::kWarn);
+  EXPECT_NE(o.summary.find("2.18.1, 2.x (version not in the file name)"), std::string::npos) << o.summary;
+  bool wheel_named = false;
+  for (const auto& e : o.evidence) wheel_named = wheel_named || e.find(wheel) != std::string::npos;
+  EXPECT_TRUE(wheel_named);
+}
+
+TEST(NodeChecksTest, AnUnversionedNcclTakesItsVersionFromTheHeaderBesideIt) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/nccl.libs", "/usr/local/cuda/lib64/libnccl.so.2");
+  dir.Write("usr/local/cuda/include/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 28\n#define NCCL_PATCH 9\n");
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"nccl.libs"}, {}});
+  EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
+  EXPECT_EQ(rep.records.at(0).outcome.summary, "NCCL 2.28.9");
+}
+
 TEST(NodeChecksTest, EnvTyposAndContradictions) {
   testing::TempDir dir;
   dir.Write(".commkit/facts/env", "NCCL_P2P_DISABLE=1\nNCCL_P2P_LEVEL=NVL\nNCCL_SOCKET_IFNAM=eth0\nNCCL_IB_DISABLE=1\nNCCL_IB_HCA=mlx5_0");
