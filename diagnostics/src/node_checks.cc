@@ -14,12 +14,14 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 
 #include "commkit/common/dynamic_library.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/check.h"
+#include "commkit/topology/netif.h"
 
 extern char** environ;
 
@@ -52,7 +54,8 @@ std::map<std::string, std::string> Env(const Ctx& ctx) {
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
       std::string_view kv(*e);
       if (StartsWith(kv, "NCCL_") || StartsWith(kv, "FI_") || StartsWith(kv, "CUDA_VISIBLE_DEVICES=") ||
-          StartsWith(kv, "LD_LIBRARY_PATH=") || StartsWith(kv, "TORCH_NCCL_") || StartsWith(kv, "UCX_"))
+          StartsWith(kv, "LD_LIBRARY_PATH=") || StartsWith(kv, "TORCH_NCCL_") || StartsWith(kv, "UCX_") ||
+          StartsWith(kv, "MASTER_ADDR=") || StartsWith(kv, "VIRTUAL_ENV=") || StartsWith(kv, "CONDA_PREFIX="))
         lines.emplace_back(kv);
     }
     std::sort(lines.begin(), lines.end());
@@ -611,6 +614,83 @@ CheckOutcome FabricManager(const Ctx& ctx) {
                  ev, "systemctl enable --now nvidia-fabricmanager (version must match the driver)");
 }
 
+// --- net.nccl_socket ---------------------------------------------------------------------------
+// The interface NCCL's bootstrap would pick (ncclFindInterfaces rules, NCCL_SOCKET_IFNAME with ^ and
+// =), and whether it can work: it exists, is up, and is the one that routes to MASTER_ADDR. The
+// 'ncclInternalError' / 'unhandled system error' at init from a wrong or missing interface.
+CheckOutcome NcclSocket(const Ctx& ctx) {
+  auto net = topology::ProbeNetwork(*ctx.system);
+  if (!net.ok()) return Outcome(CheckStatus::kSkip, "cannot read the network interfaces: " + net.status().message());
+  if (net->addresses.empty())
+    return Outcome(CheckStatus::kSkip, "interface addresses unknown", net->warnings);
+  std::map<std::string, std::string> env = Env(ctx);
+  topology::NcclSocketOptions options;
+  if (auto it = env.find("NCCL_SOCKET_IFNAME"); it != env.end()) options.socket_ifname = it->second;
+  if (auto it = env.find("NCCL_SOCKET_FAMILY"); it != env.end()) options.socket_family = it->second;
+  if (auto it = env.find("NCCL_COMM_ID"); it != env.end()) options.comm_id = it->second;
+  std::vector<std::string> ev;
+  for (const auto& nif : net->interfaces) {
+    std::vector<std::string> addrs;
+    for (const auto& a : nif.addresses) addrs.push_back(a.address + "/" + std::to_string(a.prefix_len));
+    ev.push_back(StrCat(nif.name, ": ", nif.up ? "up" : "down", ", mtu ", nif.mtu, nif.is_virtual ? ", virtual" : "",
+                        addrs.empty() ? "" : ", " + Join(addrs, " ")));
+  }
+  std::optional<std::string> master;
+  if (auto it = env.find("MASTER_ADDR"); it != env.end() && !it->second.empty()) master = it->second;
+  // The interface a peer would be reached through: the route to MASTER_ADDR when it is an address
+  // literal, else the first interface that is up, not loopback and not a container/VM bridge.
+  std::string routed, route_why;
+  if (master) {
+    auto m = topology::InterfaceForAddress(*net, *master);
+    if (m.ok() && !m->loopback) {
+      routed = m->ifname;
+      route_why = "routes to MASTER_ADDR=" + *master;
+      ev.push_back("MASTER_ADDR=" + *master + " is reached through " + routed);
+    } else if (!m.ok()) {
+      ev.push_back("MASTER_ADDR=" + *master + ": " + m.status().message());
+    }
+  }
+  if (routed.empty()) {
+    for (const auto& nif : net->interfaces) {
+      bool bridge = StartsWith(nif.name, "docker") || StartsWith(nif.name, "veth") || StartsWith(nif.name, "virbr") ||
+                    StartsWith(nif.name, "br-") || StartsWith(nif.name, "cni") || StartsWith(nif.name, "flannel");
+      if (nif.up && !nif.loopback && !bridge && !nif.addresses.empty()) {
+        routed = nif.name;
+        route_why = "the first interface that is up, not loopback and not a container bridge";
+        break;
+      }
+    }
+  }
+  const std::string fix_to = routed.empty() ? "" : "export NCCL_SOCKET_IFNAME=" + routed;
+  topology::NcclSocketChoice choice = topology::PredictNcclSocketInterfaces(*net, options);
+  ev.push_back("NCCL's rule: " + choice.rule);
+  for (const auto& n : choice.notes) ev.push_back(n);
+  if (!choice.found())
+    return Outcome(CheckStatus::kFail,
+                   "NCCL would find no socket interface (" + choice.rule + "): init fails with 'Bootstrap : no socket "
+                   "interface found' / ncclInternalError",
+                   ev, fix_to.empty() ? "set NCCL_SOCKET_IFNAME to an interface that is up and has an address" : fix_to);
+  const topology::InterfaceAddress& sel = choice.selected.front();
+  const topology::NetInterface* nif = net->Find(sel.ifname);
+  std::string picked = sel.ifname + " (" + sel.address + ")";
+  if (nif != nullptr && !nif->up)
+    return Outcome(CheckStatus::kFail, "NCCL would use " + picked + ", whose link is down", ev,
+                   fix_to.empty() ? "bring the link up or set NCCL_SOCKET_IFNAME" : fix_to + " (" + route_why + ")");
+  if (!routed.empty() && routed != sel.ifname && master)
+    return Outcome(CheckStatus::kFail,
+                   "NCCL would bootstrap on " + picked + " but MASTER_ADDR=" + *master + " is reached through " + routed +
+                       ": peers cannot connect back (ncclInternalError / 'unhandled system error' at init)",
+                   ev, fix_to + " on every node (the interface name must exist on all of them)");
+  if (nif != nullptr && nif->loopback)
+    return Outcome(CheckStatus::kWarn, "NCCL would use the loopback interface " + picked + ": only single-node jobs work",
+                   ev, fix_to.empty() ? "set NCCL_SOCKET_IFNAME to the interface that reaches the other nodes" : fix_to);
+  if (!options.socket_ifname && !routed.empty() && routed != sel.ifname)
+    return Outcome(CheckStatus::kWarn,
+                   "NCCL would use " + picked + " by its automatic order, not " + routed + " (" + route_why + ")", ev,
+                   fix_to + " if the nodes talk over " + routed);
+  return Outcome(CheckStatus::kPass, "NCCL would use " + picked + " (" + choice.rule + ")", ev);
+}
+
 }  // namespace
 
 void RegisterNodeChecks(CheckRegistry& r) {
@@ -619,6 +699,7 @@ void RegisterNodeChecks(CheckRegistry& r) {
   r.Add({{"net.hostname", "Hostname resolves to a routable address", "net"}, Hostname});
   r.Add({{"kernel.xid", "No NVIDIA Xid errors in the kernel log", "kernel"}, KernelXid});
   r.Add({{"env.nccl", "NCCL_/FI_ environment is consistent", "env"}, EnvNccl});
+  r.Add({{"net.nccl_socket", "The socket interface NCCL would pick works", "net"}, NcclSocket});
   r.Add({{"gpu.nvml", "NVML and libcuda load, GPUs visible", "gpu"}, GpuNvml});
   r.Add({{"gpu.driver", "NVIDIA driver version", "gpu"}, GpuDriver});
   r.Add({{"gpu.persistence", "GPU persistence mode", "gpu"}, GpuPersistence});

@@ -139,6 +139,58 @@ TEST(NodeChecksTest, AnUnversionedNcclTakesItsVersionFromTheHeaderBesideIt) {
   EXPECT_EQ(rep.records.at(0).outcome.summary, "NCCL 2.28.9");
 }
 
+// A machine with interfaces (name, address/prefix) all up, routes to 172.17/16 and 10.1/16, and env.
+void WriteNetMachine(testing::TempDir& dir, const std::vector<std::pair<std::string, std::string>>& ifaces,
+                     const std::string& env) {
+  std::string addrs, routes = "Iface\tDestination\tGateway\tFlags\tRefCnt\tUse\tMetric\tMask\tMTU\tWindow\tIRTT\n";
+  for (const auto& [name, cidr] : ifaces) {
+    dir.Write("sys/class/net/" + name + "/operstate", name == "lo" ? "unknown" : "up");
+    dir.Write("sys/class/net/" + name + "/type", name == "lo" ? "772" : "1");
+    dir.Write("sys/class/net/" + name + "/mtu", "1500");
+    auto slash = cidr.find('/');
+    addrs += name + " inet " + cidr.substr(0, slash) + " " + cidr.substr(slash + 1) + "\n";
+    if (cidr.rfind("172.17.", 0) == 0) routes += name + "\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
+    if (cidr.rfind("10.1.", 0) == 0) routes += name + "\t0000010A\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
+  }
+  dir.Write(".commkit/facts/getifaddrs", addrs);
+  dir.Write("proc/net/route", routes);
+  dir.Write(".commkit/facts/env", env);
+}
+
+CheckOutcome NcclSocketOn(testing::TempDir& dir) {
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"net.nccl_socket"}, {}});
+  return rep.records.at(0).outcome;
+}
+
+TEST(NodeChecksTest, NcclSocketPicksTheInterfaceThatRoutesToTheMaster) {
+  testing::TempDir dir;
+  WriteNetMachine(dir, {{"docker0", "172.17.0.1/16"}, {"ens5", "10.1.0.7/16"}, {"lo", "127.0.0.1/8"}}, "MASTER_ADDR=10.1.0.5");
+  CheckOutcome o = NcclSocketOn(dir);
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_NE(o.summary.find("NCCL would use ens5 (10.1.0.7)"), std::string::npos) << o.summary;
+}
+
+TEST(NodeChecksTest, NcclSocketOnTheWrongInterfaceSaysWhichOneToUse) {
+  // A container-style eth0 on the docker network sorts first; the nodes talk over ens6.
+  testing::TempDir dir;
+  WriteNetMachine(dir, {{"eth0", "172.17.0.2/16"}, {"ens6", "10.1.0.7/16"}, {"lo", "127.0.0.1/8"}}, "MASTER_ADDR=10.1.0.5");
+  CheckOutcome o = NcclSocketOn(dir);
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_NE(o.summary.find("NCCL would bootstrap on eth0 (172.17.0.2) but MASTER_ADDR=10.1.0.5 is reached through ens6"),
+            std::string::npos)
+      << o.summary;
+  EXPECT_EQ(o.fix.rfind("export NCCL_SOCKET_IFNAME=ens6", 0), 0u) << o.fix;
+}
+
+TEST(NodeChecksTest, NcclSocketExcludingEverythingFails) {
+  testing::TempDir dir;
+  WriteNetMachine(dir, {{"ens6", "10.1.0.7/16"}, {"lo", "127.0.0.1/8"}}, "MASTER_ADDR=10.1.0.5\nNCCL_SOCKET_IFNAME=^ens,lo");
+  CheckOutcome o = NcclSocketOn(dir);
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_NE(o.summary.find("no socket interface"), std::string::npos) << o.summary;
+  EXPECT_EQ(o.fix, "export NCCL_SOCKET_IFNAME=ens6");
+}
+
 TEST(NodeChecksTest, EnvTyposAndContradictions) {
   testing::TempDir dir;
   dir.Write(".commkit/facts/env", "NCCL_P2P_DISABLE=1\nNCCL_P2P_LEVEL=NVL\nNCCL_SOCKET_IFNAM=eth0\nNCCL_IB_DISABLE=1\nNCCL_IB_HCA=mlx5_0");
