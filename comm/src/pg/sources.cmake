@@ -1,5 +1,6 @@
 list(APPEND COMMKIT_COMM_SOURCES
   src/pg/types.cc
+  src/pg/work.cc
   src/pg/reduce_kernels.cc
   src/pg/registry.cc
   src/pg/validate.cc

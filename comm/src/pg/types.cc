@@ -84,4 +84,9 @@ bool IsReduction(CollectiveKind kind) {
          kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kReduceScatterV;
 }
 
+bool IsDefinedReduction(CollectiveKind kind, DataType dtype, ReduceKind op) {
+  const bool bitwise = op == ReduceKind::kBand || op == ReduceKind::kBor || op == ReduceKind::kBxor;
+  return !(IsReduction(kind) && IsFloatingPoint(dtype) && bitwise);
+}
+
 }  // namespace commkit

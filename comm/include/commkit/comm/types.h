@@ -61,5 +61,7 @@ inline constexpr int kNumCollectiveKinds = 14;
 std::string_view ToString(CollectiveKind kind);
 // Whether the collective reduces (takes a ReduceOp).
 bool IsReduction(CollectiveKind kind);
+// False only for a reduction the element type has no meaning for (BAND/BOR/BXOR on floating types).
+bool IsDefinedReduction(CollectiveKind kind, DataType dtype, ReduceKind op);
 
 }  // namespace commkit

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 
 #include "commkit/common/status.h"
 
@@ -32,5 +33,9 @@ class Work {
   // The operation's sequence number in its group (1, 2, ...).
   virtual std::uint64_t Sequence() const = 0;
 };
+
+// A Work that has already finished with `status`: for backends whose Run() completes the operation
+// before it returns (host memory, blocking libraries).
+std::unique_ptr<Work> CompletedWork(Status status, std::uint64_t sequence, std::chrono::nanoseconds duration = {});
 
 }  // namespace commkit

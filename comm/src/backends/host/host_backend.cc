@@ -24,22 +24,6 @@ using host::Clock;
 using host::Deadline;
 using host::Transport;
 
-class DoneWork final : public Work {
- public:
-  DoneWork(Status s, std::uint64_t seq, std::chrono::nanoseconds duration)
-      : status_(std::move(s)), seq_(seq), duration_(duration) {}
-  bool Test() override { return true; }
-  Status Wait(std::chrono::milliseconds) override { return status_; }
-  Status status() const override { return status_; }
-  std::chrono::nanoseconds Duration() const override { return duration_; }
-  std::uint64_t Sequence() const override { return seq_; }
-
- private:
-  Status status_;
-  std::uint64_t seq_;
-  std::chrono::nanoseconds duration_;
-};
-
 // Byte offsets of consecutive blocks of `counts` elements of `esize` bytes.
 std::vector<std::size_t> Offsets(const std::vector<std::size_t>& counts, std::size_t esize) {
   std::vector<std::size_t> out(counts.size() + 1, 0);
@@ -69,11 +53,7 @@ class HostBackend final : public Backend {
   bool ChecksMismatch() const override { return remote_ == nullptr; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
-    if (memory != MemoryKind::kHost) return false;
-    if (IsReduction(kind) && IsFloatingPoint(dtype) &&
-        (op == ReduceKind::kBand || op == ReduceKind::kBor || op == ReduceKind::kBxor))
-      return false;
-    return true;
+    return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
   }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
@@ -104,7 +84,7 @@ class HostBackend final : public Backend {
       // Mismatches and bad alltoallv counts are seen by every rank in the same round: the group stays usable.
       if (!s.ok() && !consistent_failure_) broken_ = s;
     }
-    return std::unique_ptr<Work>(new DoneWork(std::move(s), a.sequence, Clock::now() - start));
+    return CompletedWork(std::move(s), a.sequence, Clock::now() - start);
   }
 
   Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int) override {
