@@ -14,5 +14,6 @@ if(COMMKIT_HAVE_UCX)
   list(APPEND COMMKIT_COMM_SOURCES
     src/backends/host/ucx_transport.cc
     src/backends/host/host_remote.cc)
-  list(APPEND COMMKIT_COMM_PRIVATE_DEPS PkgConfig::UCX)
+  # Across hosts the all-reduce algorithm is chosen with the topology cost model.
+  list(APPEND COMMKIT_COMM_PRIVATE_DEPS PkgConfig::UCX commkit::topology)
 endif()

@@ -13,6 +13,7 @@
 #include "commkit/common/strings.h"
 #include "host_transport.h"
 #if COMMKIT_HAVE_UCX
+#include "commkit/topology/cost_model.h"
 #include "host_remote.h"
 #endif
 
@@ -39,8 +40,12 @@ struct RemoteState {
 #endif
   std::vector<int> leaders;  // the lowest group rank of every host, in host order
   bool leader = false;
-  int size = 0;               // the whole group
-  bool hierarchical = false;  // all-reduce: within hosts, then between leaders, then within hosts
+  int size = 0;  // the whole group
+  // All-reduce: hierarchical (within hosts, then between leaders, then within hosts) or the flat ring,
+  // per size: messages up to ring_below bytes take the ring.
+  bool hierarchical = false;
+  std::size_t ring_below = 0;
+  bool Hierarchical(std::size_t bytes) const { return hierarchical && bytes >= ring_below; }
 };
 
 class HostBackend final : public Backend {
@@ -345,7 +350,8 @@ class HostBackend final : public Backend {
     // fingerprint all-reduce and the operation it checks share one sequence number.
     CollectiveArgs a = args;
     if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) a.sequence = ++remote_ops_;
-    if (a.kind != CollectiveKind::kAllreduce || !remote_->hierarchical) return remote_->algorithms->Run(a, d);
+    if (a.kind != CollectiveKind::kAllreduce || !remote_->Hierarchical(a.count * SizeOf(a.dtype)))
+      return remote_->algorithms->Run(a, d);
     const bool avg = a.op.kind == ReduceKind::kAvg;
     CollectiveArgs local = a;
     local.kind = CollectiveKind::kReduce;
@@ -428,10 +434,34 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   remote->size = context.size;
   std::size_t most = 0;
   for (const auto& h : hosts) most = std::max(most, h.size());
-  remote->hierarchical = algorithm.value_or("auto") == "hierarchical" || (algorithm.value_or("auto") == "auto" && most > 1);
+  const std::string mode = algorithm.value_or("auto");
+  std::string why = StrCat("COMMKIT_HOST_ALGORITHM=", mode);
+  remote->hierarchical = mode == "hierarchical" || (mode == "auto" && most > 1);
+  if (mode == "auto" && most > 1) {
+    // The cost model's choice per size for this shape: shared memory within a host, TCP between.
+    topology::ClusterShape shape;
+    shape.nodes = static_cast<int>(hosts.size());
+    shape.ranks_per_node = static_cast<int>(most);
+    shape.intra = topology::DefaultLinkCost(topology::LinkClass::kSHM);
+    shape.inter = topology::DefaultLinkCost(topology::LinkClass::kNetwork);
+    auto model = topology::CostModel::Create(shape);
+    if (model.ok()) {
+      // Of the two algorithms this backend has, the ring takes the sizes (from the smallest up) where
+      // the model predicts it faster.
+      for (double bytes = 8; bytes <= double{1 << 30}; bytes *= 2) {
+        if (model->Predict(topology::AllReduceAlgorithm::kRing, bytes).time_s >=
+            model->Predict(topology::AllReduceAlgorithm::kHierarchical, bytes).time_s)
+          break;
+        remote->ring_below = static_cast<std::size_t>(bytes) + 1;
+      }
+      why = remote->ring_below > 0 ? StrCat("cost model: ring below ", HumanBytes(static_cast<double>(remote->ring_below)),
+                                            ", hierarchical above")
+                                   : "cost model: hierarchical at every size";
+    }
+  }
   if (context.rank == 0)
     COMMKIT_LOG_INFO(who, ": ", context.size, " ranks on ", hosts.size(), " hosts (shared memory within, UCX between); "
-                     "all-reduce: ", remote->hierarchical ? "hierarchical" : "ring");
+                     "all-reduce: ", remote->hierarchical ? "hierarchical" : "ring", " (", why, ")");
   return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat), std::move(remote)));
 #else
   (void)algorithm;
