@@ -1,4 +1,4 @@
-// Failure semantics of ProcessGroup (gloo backend, ranks as threads): invalid arguments fail locally,
+// Failure semantics of ProcessGroup (every host-memory backend, ranks as threads): invalid arguments fail locally,
 // mismatched collectives are reported on every rank with a per-rank diff, a rank that never arrives
 // is named after the timeout, and nothing hangs.
 #include <atomic>
@@ -12,8 +12,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-TEST(PgFaults, InvalidArgumentsFailBeforeCommunication) {
-  RunRanks("gloo", 1, [](ProcessGroup& pg) {
+// The same fault suite for every backend of host buffers.
+class PgFaults : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::string backend() const { return GetParam(); }
+};
+
+TEST_P(PgFaults, InvalidArgumentsFailBeforeCommunication) {
+  RunRanks(backend(), 1, [&](ProcessGroup& pg) {
     float x = 0;
     auto expect_invalid = [](const Result<ProcessGroup::WorkPtr>& r, const std::string& text) {
       ASSERT_FALSE(r.ok()) << text;
@@ -30,15 +36,15 @@ TEST(PgFaults, InvalidArgumentsFailBeforeCommunication) {
     auto device = pg.Allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::Sum(), {.memory = MemoryKind::kDevice});
     ASSERT_FALSE(device.ok());
     EXPECT_EQ(device.status().code(), StatusCode::kNotSupported);
-    EXPECT_NE(device.status().message().find("backend gloo does not support allreduce of f32 with sum on device memory"),
+    EXPECT_NE(device.status().message().find("backend " + backend() + " does not support allreduce of f32 with sum on device memory"),
               std::string::npos)
         << device.status().message();
   });
 }
 
-TEST(PgFaults, MismatchedCollectivesAreReportedOnEveryRankWithADiff) {
+TEST_P(PgFaults, MismatchedCollectivesAreReportedOnEveryRankWithADiff) {
   std::atomic<int> reported{0};
-  RunRanks("gloo", 3, [&](ProcessGroup& pg) {
+  RunRanks(backend(), 3, [&](ProcessGroup& pg) {
     std::vector<float> buf(8, 1.0f);
     // Rank 2 passes a different count at the same sequence number.
     std::size_t n = pg.rank() == 2 ? 7 : 8;
@@ -56,8 +62,8 @@ TEST(PgFaults, MismatchedCollectivesAreReportedOnEveryRankWithADiff) {
   EXPECT_EQ(reported.load(), 3);
 }
 
-TEST(PgFaults, DifferentCollectivesAtTheSameSequenceNumber) {
-  RunRanks("gloo", 2, [&](ProcessGroup& pg) {
+TEST_P(PgFaults, DifferentCollectivesAtTheSameSequenceNumber) {
+  RunRanks(backend(), 2, [&](ProcessGroup& pg) {
     std::int64_t v = 1;
     auto work = pg.rank() == 0 ? pg.Broadcast(&v, 1, DataType::kInt64, 0, {.timeout = 20s})
                                : pg.Allreduce(nullptr, &v, 1, DataType::kInt64, ReduceOp::Max(), {.timeout = 20s});
@@ -69,9 +75,9 @@ TEST(PgFaults, DifferentCollectivesAtTheSameSequenceNumber) {
   });
 }
 
-TEST(PgFaults, ARankThatNeverArrivesIsNamedAfterTheTimeout) {
+TEST_P(PgFaults, ARankThatNeverArrivesIsNamedAfterTheTimeout) {
   auto start = std::chrono::steady_clock::now();
-  RunRanks("gloo", 3, [&](ProcessGroup& pg) {
+  RunRanks(backend(), 3, [&](ProcessGroup& pg) {
     std::vector<float> buf(16, 1.0f);
     COMMKIT_ASSERT_OK((*pg.Allreduce(nullptr, buf.data(), 16, DataType::kFloat32, ReduceOp::Sum()))->Wait());
     if (pg.rank() == 1) {
@@ -90,7 +96,7 @@ TEST(PgFaults, ARankThatNeverArrivesIsNamedAfterTheTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
 }
 
-TEST(PgFaults, RegistryListsBackendsWithReasons) {
+TEST(PgRegistry, ListsBackendsWithReasons) {
   auto list = Registry::Default().List();
   bool gloo = false;
   for (const auto& b : list) {
@@ -106,6 +112,9 @@ TEST(PgFaults, RegistryListsBackendsWithReasons) {
   EXPECT_NE(bad.status().message().find("unknown backend 'carrier-pigeon'; known: host, gloo"), std::string::npos)
       << bad.status().message();
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, PgFaults, ::testing::Values("gloo", "host"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
 }  // namespace commkit::testing
