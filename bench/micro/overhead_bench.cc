@@ -61,6 +61,7 @@ void BM_RawAllreduce(benchmark::State& state, const char* lib) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(bytes));
 }
 
+BENCHMARK_CAPTURE(BM_ProcessGroupAllreduce, host, "host")->RangeMultiplier(8)->Range(8, 1 << 20);
 BENCHMARK_CAPTURE(BM_ProcessGroupAllreduce, gloo, "gloo")->RangeMultiplier(8)->Range(8, 1 << 20);
 BENCHMARK_CAPTURE(BM_ProcessGroupAllreduce, mpi, "mpi")->RangeMultiplier(8)->Range(8, 1 << 20);
 BENCHMARK_CAPTURE(BM_RawAllreduce, mpi, "mpi")->RangeMultiplier(8)->Range(8, 1 << 20);

@@ -96,6 +96,27 @@ TEST_P(PgFaults, ARankThatNeverArrivesIsNamedAfterTheTimeout) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 40s);
 }
 
+TEST_P(PgFaults, OperationsCompleteInCallOrderWhetherInlineOrAsynchronous) {
+  // A large all-reduce goes to the group's worker; the small ones after it would run on the caller's
+  // thread if nothing were ahead of them. They must wait their turn, and every result must be right.
+  RunRanks(backend(), 2, [&](ProcessGroup& pg) {
+    std::vector<float> big(1 << 20, 1.0f);
+    std::vector<std::int32_t> small(4, pg.rank() + 1);
+    auto w1 = pg.Allreduce(nullptr, big.data(), big.size(), DataType::kFloat32, ReduceOp::Sum());
+    auto w2 = pg.Allreduce(nullptr, small.data(), small.size(), DataType::kInt32, ReduceOp::Sum());
+    auto w3 = pg.Allreduce(nullptr, small.data(), small.size(), DataType::kInt32, ReduceOp::Max());
+    ASSERT_TRUE(w1.ok() && w2.ok() && w3.ok());
+    COMMKIT_ASSERT_OK((*w3)->Wait(60s));
+    EXPECT_TRUE((*w1)->Test()) << "an operation completed before one submitted earlier";
+    EXPECT_TRUE((*w2)->Test());
+    COMMKIT_ASSERT_OK((*w1)->Wait(60s));
+    COMMKIT_ASSERT_OK((*w2)->Wait(60s));
+    EXPECT_EQ(big[12345], 2.0f);
+    EXPECT_EQ(small[3], 3);  // sum 1 + 2, then max over equal values
+    EXPECT_LT((*w1)->Sequence(), (*w2)->Sequence());
+  });
+}
+
 TEST(PgRegistry, ListsBackendsWithReasons) {
   auto list = Registry::Default().List();
   bool gloo = false;

@@ -71,6 +71,7 @@ class ProcessGroup::Impl {
  public:
   Impl(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options, std::unique_ptr<Backend> backend)
       : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)), backend_(std::move(backend)) {
+    inline_bytes_ = static_cast<std::size_t>(EnvIntOr("COMMKIT_INLINE_BYTES", 256 << 10, 0, std::int64_t{1} << 40).value_or(256 << 10));
     worker_ = std::thread([this] { WorkerLoop(); });
     publisher_ = std::thread([this] { PublishLoop(); });
   }
@@ -81,6 +82,7 @@ class ProcessGroup::Impl {
       stopping_ = true;
     }
     cv_.notify_all();
+    publish_cv_.notify_all();
     worker_.join();
     publisher_.join();
   }
@@ -105,21 +107,46 @@ class ProcessGroup::Impl {
                                          " on ", ToString(args.memory), " memory"));
     auto state = std::make_shared<WorkState>();
     std::uint64_t seq;
+    bool run_here = false;
+    const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
     {
       std::lock_guard<std::mutex> lock(mu_);
       // Collectives are numbered in one sequence that every rank shares; point-to-point operations,
       // which only two ranks see, in their own.
-      bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
       seq = p2p ? ++next_p2p_seq_ : ++next_seq_;
       args.sequence = seq;
       args.fingerprint = FingerprintHash(args);
-      queue_.push_back([this, args, state] { Execute(args, *state); });
+      // Small collectives with nothing ahead of them run on the caller's thread: the hand-off to the
+      // worker (two context switches) would cost more than the operation. Larger ones stay
+      // asynchronous so callers overlap them with computation. Order is kept: nothing is queued or
+      // running, and anything submitted meanwhile waits for `busy_`.
+      if (!p2p && queue_.empty() && !busy_ && PayloadBytes(args) <= inline_bytes_) {
+        busy_ = true;
+        run_here = true;
+      } else {
+        queue_.push_back([this, args, state] { Execute(args, *state); });
+      }
+    }
+    if (run_here) {
+      Execute(args, *state);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = false;
+        if (queue_.empty()) return std::unique_ptr<Work>(new HostWork(std::move(state), seq));
+      }
     }
     cv_.notify_all();
-    return std::unique_ptr<Work>(new HostWork(state, seq));
+    return std::unique_ptr<Work>(new HostWork(std::move(state), seq));
   }
 
  private:
+  static std::size_t PayloadBytes(const CollectiveArgs& a) {
+    std::size_t elems = a.count;
+    for (std::size_t c : a.counts) elems += c;
+    for (std::size_t c : a.recv_counts) elems += c;
+    return elems * SizeOf(a.dtype);
+  }
+
   void Execute(const CollectiveArgs& args, WorkState& state) {
     {
       std::lock_guard<std::mutex> lock(state.mu);
@@ -309,12 +336,18 @@ class ProcessGroup::Impl {
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        cv_.wait(lock, [&] { return (stopping_ && !busy_) || (!queue_.empty() && !busy_); });
         if (queue_.empty()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
+        busy_ = true;
       }
       task();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        busy_ = false;
+      }
+      cv_.notify_all();
     }
   }
 
@@ -327,7 +360,7 @@ class ProcessGroup::Impl {
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (cv_.wait_for(lock, milliseconds(100), [&] { return stopping_; })) return;
+        if (publish_cv_.wait_for(lock, milliseconds(100), [&] { return stopping_; })) return;
       }
       std::uint64_t seq = entered_seq_.load();
       if (seq == published && Clock::now() - last < std::chrono::seconds(1)) continue;
@@ -343,9 +376,12 @@ class ProcessGroup::Impl {
   ProcessGroupOptions options_;
   std::unique_ptr<Backend> backend_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;          // the worker: work queued, or `busy_` released
+  std::condition_variable publish_cv_;  // the heartbeat publisher: stopping only
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
+  bool busy_ = false;  // an operation is running (on the worker or inline on a caller's thread)
+  std::size_t inline_bytes_ = 256 << 10;
   std::uint64_t next_seq_ = 0;
   std::uint64_t last_fp_seq_ = 0;  // worker thread only
   std::uint64_t next_p2p_seq_ = 0;

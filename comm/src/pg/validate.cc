@@ -1,5 +1,7 @@
 #include "validate.h"
 
+#include <cstring>
+
 #include <limits>
 #include <numeric>
 
@@ -110,10 +112,32 @@ std::string Describe(const CollectiveArgs& a) {
 }
 
 std::uint64_t FingerprintHash(const CollectiveArgs& a) {
-  // alltoallv's receive counts legitimately differ per rank: everything else must agree.
-  std::string text = StrCat(Describe(a), " seq=", a.sequence);
+  // FNV-1a over what must agree across ranks (the fields Describe() prints), without building text:
+  // this runs on every call. alltoallv's counts legitimately differ per rank; a barrier has no fields.
   std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  auto mix = [&h](std::uint64_t v) {
+    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+  };
+  mix(static_cast<std::uint64_t>(a.kind));
+  mix(a.sequence);
+  if (a.kind != CollectiveKind::kBarrier) {
+    mix(static_cast<std::uint64_t>(a.dtype));
+    if (IsReduction(a.kind)) {
+      mix(static_cast<std::uint64_t>(a.op.kind));
+      std::uint64_t bits;
+      std::memcpy(&bits, &a.op.scalar, sizeof bits);
+      mix(bits);
+    }
+    if (a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV) {
+      mix(a.counts.size());
+      for (std::size_t c : a.counts) mix(c);
+    } else if (a.kind != CollectiveKind::kAlltoallv) {
+      mix(a.count);
+    }
+    if (a.kind == CollectiveKind::kBroadcast || a.kind == CollectiveKind::kReduce || a.kind == CollectiveKind::kGather ||
+        a.kind == CollectiveKind::kScatter)
+      mix(static_cast<std::uint64_t>(a.root));
+  }
   return h >> 1;  // keep it positive so -h is representable
 }
 
