@@ -18,7 +18,7 @@ if(TARGET commkit::comm_nccl)
   target_include_directories(comm_nccl_engine_gpu_test PRIVATE ${PROJECT_SOURCE_DIR}/comm/backends/nccl/src)
   if(COMMKIT_NCCL_HAS_BACKEND AND EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/nccl_backend_gpu_test.cc)
     commkit_add_test(comm_nccl_backend_gpu_test
-      SOURCES nccl_backend_gpu_test.cc
+      SOURCES nccl_backend_gpu_test.cc nccl_conformance_gpu_test.cc
       LIBS commkit::comm_nccl commkit::comm CUDA::cudart_static
       LABELS gpu
       TIMEOUT 300

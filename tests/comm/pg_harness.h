@@ -272,15 +272,35 @@ inline double Tolerance(DataType t, double expected) {
   }
 }
 
+// Where Buffers live: host memory by default. A device-backend test binary installs an allocator of
+// memory both the host and the device can address (cudaMallocManaged), so the same suite checks
+// results on the host while the backend works on device pointers.
+struct BufferAllocator {
+  void* (*allocate)(std::size_t bytes) = nullptr;
+  void (*release)(void* p) = nullptr;
+};
+inline BufferAllocator& TestBufferAllocator() {
+  static BufferAllocator allocator;
+  return allocator;
+}
+
 // A typed buffer of n elements.
 struct Buffer {
-  Buffer(DataType t, std::size_t n) : type(t), count(n), bytes(std::max<std::size_t>(n * SizeOf(t), 1)) {}
-  void* data() { return bytes.data(); }
-  double at(std::size_t i) const { return Load(type, bytes.data(), i); }
-  void set(std::size_t i, double v) { StoreValue(type, bytes.data(), i, v); }
+  Buffer(DataType t, std::size_t n) : type(t), count(n), size(std::max<std::size_t>(n * SizeOf(t), 1)) {
+    const BufferAllocator& a = TestBufferAllocator();
+    if (a.allocate != nullptr) {
+      ptr = std::unique_ptr<unsigned char, void (*)(void*)>(static_cast<unsigned char*>(a.allocate(size)), a.release);
+    } else {
+      ptr = std::unique_ptr<unsigned char, void (*)(void*)>(static_cast<unsigned char*>(std::calloc(size, 1)), &std::free);
+    }
+  }
+  void* data() { return ptr.get(); }
+  double at(std::size_t i) const { return Load(type, ptr.get(), i); }
+  void set(std::size_t i, double v) { StoreValue(type, ptr.get(), i, v); }
   DataType type;
   std::size_t count;
-  std::vector<unsigned char> bytes;
+  std::size_t size;
+  std::unique_ptr<unsigned char, void (*)(void*)> ptr{nullptr, &std::free};
 };
 
 }  // namespace commkit::testing

@@ -140,7 +140,7 @@ class ProcessGroup::Impl {
   std::string Who() const { return StrCat(options_.name, " (rank ", rank_, "/", size_, ")"); }
 
   Result<std::unique_ptr<Work>> Submit(CollectiveArgs args, const OpOptions& opts) {
-    args.memory = opts.memory;
+    args.memory = opts.memory.value_or(options_.memory);
     args.stream = opts.stream;
     args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
     COMMKIT_RETURN_IF_ERROR(ValidateArgs(args, rank_, size_).WithContext(Who()));
@@ -465,6 +465,10 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(std::shared_ptr<Store
   ctx.device = o.device;
   auto backend = Registry::Default().Create(o.backend, o.memory, ctx);
   if (!backend.ok()) return backend.status().WithContext(StrCat("rank ", rank, "/", size, ": process group ", o.name));
+  // A backend that takes only device buffers makes device memory the group's default.
+  if (!(*backend)->Supports(CollectiveKind::kAllreduce, DataType::kFloat32, MemoryKind::kHost, ReduceKind::kSum) &&
+      (*backend)->Supports(CollectiveKind::kAllreduce, DataType::kFloat32, MemoryKind::kDevice, ReduceKind::kSum))
+    o.memory = MemoryKind::kDevice;
   COMMKIT_LOG_INFO("process group ", o.name, ": rank ", rank, "/", size, " on backend ", (*backend)->Name());
   return std::unique_ptr<ProcessGroup>(
       new ProcessGroup(std::make_unique<Impl>(pg_store, rank, size, o, std::move(backend).value())));
@@ -481,6 +485,7 @@ int ProcessGroup::rank() const { return impl_->rank(); }
 int ProcessGroup::size() const { return impl_->size(); }
 std::string_view ProcessGroup::backend_name() const { return impl_->backend().Name(); }
 const std::string& ProcessGroup::name() const { return impl_->name(); }
+MemoryKind ProcessGroup::memory() const { return impl_->options().memory; }
 bool ProcessGroup::Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceOp op) const {
   return impl_->backend().Supports(kind, dtype, memory, op.kind);
 }

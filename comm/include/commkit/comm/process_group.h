@@ -24,6 +24,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,7 @@ struct ProcessGroupOptions {
 // Per-call options.
 struct OpOptions {
   std::chrono::milliseconds timeout{0};  // 0: the group's timeout
-  MemoryKind memory = MemoryKind::kHost;
+  std::optional<MemoryKind> memory;      // unset: the group's (see ProcessGroup::memory())
   void* stream = nullptr;  // device backends
 };
 
@@ -64,6 +65,9 @@ class ProcessGroup {
   int size() const;
   std::string_view backend_name() const;
   const std::string& name() const;
+  // Where operations' buffers live unless OpOptions::memory says otherwise: device memory for a
+  // backend that only takes device buffers (NCCL), else ProcessGroupOptions::memory (host by default).
+  MemoryKind memory() const;
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceOp op = {}) const;
 
   using WorkPtr = std::unique_ptr<Work>;
