@@ -120,12 +120,18 @@ void AddLinkFindings(ClusterReport& rep) {
     f.ranks = {r};
     f.summary = StrCat(Name(rep.hosts, r), ": no other host can connect to it on ", h.iface.empty() ? "?" : h.iface,
                        " (", h.listen.empty() ? h.listen_error : h.listen, "): ", why);
+    std::vector<std::string> fixes;
+    // The host's own interface check knows the interface that reaches the others.
+    for (const CheckRecord& rec : h.report.records)
+      if (rec.info.id == "net.nccl_socket" && Rank(rec.outcome.status) > 0 && !rec.outcome.fix.empty())
+        fixes.push_back(rec.outcome.fix);
     if (why.find("refused") != std::string::npos || why.find("timeout") != std::string::npos)
-      f.fix = StrCat("allow inbound TCP on ", h.iface, " on ", h.host,
-                     " (NCCL uses ephemeral ports: e.g. iptables -I INPUT -i ", h.iface, " -p tcp -j ACCEPT)");
-    if (why.find("no route") != std::string::npos || why.find("timeout") != std::string::npos)
-      f.fix += std::string(f.fix.empty() ? "" : "; ") + "or check that " + h.iface +
-               " is on the network the hosts share (NCCL_SOCKET_IFNAME)";
+      fixes.push_back(StrCat("allow inbound TCP on ", h.iface, " on ", h.host,
+                             " (NCCL uses ephemeral ports: e.g. iptables -I INPUT -i ", h.iface, " -p tcp -j ACCEPT)"));
+    if (fixes.empty() && (why.find("no route") != std::string::npos || why.find("timeout") != std::string::npos))
+      fixes.push_back(StrCat("check that ", h.iface, " is on the network the hosts share, or set NCCL_SOCKET_IFNAME "
+                             "to the interface that is"));
+    f.fix = Join(fixes, "; or ");
     rep.findings.push_back(std::move(f));
   }
   for (const ClusterLink& l : rep.links) {
