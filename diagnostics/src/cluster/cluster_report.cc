@@ -142,40 +142,54 @@ void AddLinkFindings(ClusterReport& rep) {
     f.summary = StrCat(Name(rep.hosts, l.from), " -> ", Name(rep.hosts, l.to), ": ", l.error);
     rep.findings.push_back(std::move(f));
   }
-  // Bandwidth: links below half the median; a host on every slow link is named as the slow host.
-  std::vector<double> bw;
+  // Bandwidth. A slow host: the median of its links is below half the median of the links not touching
+  // it (with 3 hosts a host is on 2/3 of the links, so the overall median cannot find it). Slow links:
+  // links between other hosts below half the overall median.
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 == 1 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  std::vector<const ClusterLink*> measured;
+  std::vector<double> all;
   for (const ClusterLink& l : rep.links)
-    if (l.ok && l.mbytes_per_s > 0) bw.push_back(l.mbytes_per_s);
-  if (bw.size() < 2) return;
-  std::sort(bw.begin(), bw.end());
-  rep.median_mbytes_per_s = bw.size() % 2 == 1 ? bw[bw.size() / 2] : (bw[bw.size() / 2 - 1] + bw[bw.size() / 2]) / 2;
-  std::vector<const ClusterLink*> slow;
-  for (const ClusterLink& l : rep.links)
-    if (l.ok && l.mbytes_per_s > 0 && l.mbytes_per_s < rep.median_mbytes_per_s / 2) slow.push_back(&l);
-  if (slow.empty()) return;
-  std::map<int, int> on;
-  for (const ClusterLink* l : slow) ++on[l->from], ++on[l->to];
-  std::vector<int> culprits;
-  for (const auto& [r, c] : on)
-    if (c == static_cast<int>(slow.size())) culprits.push_back(r);
-  ClusterFinding f;
-  f.status = CheckStatus::kWarn;
-  if (culprits.size() == 1) {
-    f.ranks = culprits;
-    f.summary = StrCat(Name(rep.hosts, culprits[0]), " is the slow host: ", slow.size(),
-                       " link(s) through it run below half the median ", static_cast<int>(rep.median_mbytes_per_s), " MB/s");
-  } else {
-    std::vector<std::string> ls;
-    for (const ClusterLink* l : slow) {
-      ls.push_back(StrCat(Name(rep.hosts, l->from), " -> ", Name(rep.hosts, l->to), " ",
-                          static_cast<int>(l->mbytes_per_s), " MB/s"));
-      f.ranks.push_back(l->from);
-    }
-    f.summary = StrCat("slow links (below half the median ", static_cast<int>(rep.median_mbytes_per_s),
-                       " MB/s): ", Join(ls, "; "));
+    if (l.ok && l.mbytes_per_s > 0) measured.push_back(&l), all.push_back(l.mbytes_per_s);
+  if (measured.size() < 2) return;
+  rep.median_mbytes_per_s = median(all);
+  std::set<int> slow_hosts;
+  for (int r = 0; r < n; ++r) {
+    std::vector<double> in, out;
+    for (const ClusterLink* l : measured) (l->from == r || l->to == r ? in : out).push_back(l->mbytes_per_s);
+    if (in.empty() || out.empty()) continue;
+    double mi = median(in), mo = median(out);
+    if (mi >= mo / 2) continue;
+    slow_hosts.insert(r);
+    ClusterFinding f;
+    f.status = CheckStatus::kWarn;
+    f.ranks = {r};
+    f.summary = StrCat(Name(rep.hosts, r), " is the slow host: its links run at a median ", static_cast<int>(mi),
+                       " MB/s against ", static_cast<int>(mo), " MB/s between the other hosts");
+    f.fix = "check the NIC speed/duplex (ethtool), errors (ip -s link), MTU and switch port of this host";
+    rep.findings.push_back(std::move(f));
   }
-  f.fix = "check the NIC speed/duplex, MTU and switch port of the named host or link (ethtool, ip -s link)";
-  rep.findings.push_back(std::move(f));
+  std::vector<std::string> slow;
+  std::vector<int> slow_ranks;
+  for (const ClusterLink* l : measured) {
+    if (slow_hosts.count(l->from) != 0 || slow_hosts.count(l->to) != 0) continue;
+    if (l->mbytes_per_s >= rep.median_mbytes_per_s / 2) continue;
+    slow.push_back(StrCat(Name(rep.hosts, l->from), " -> ", Name(rep.hosts, l->to), " ",
+                          static_cast<int>(l->mbytes_per_s), " MB/s"));
+    slow_ranks.push_back(l->from);
+  }
+  if (!slow.empty()) {
+    ClusterFinding f;
+    f.status = CheckStatus::kWarn;
+    f.ranks = slow_ranks;
+    f.summary = StrCat("slow links (below half the median ", static_cast<int>(rep.median_mbytes_per_s),
+                       " MB/s): ", Join(slow, "; "));
+    f.fix = "check the route, NIC and switch ports of these links (ethtool, ip -s link)";
+    rep.findings.push_back(std::move(f));
+  }
 }
 
 std::string Pad(std::string s, std::size_t width) {
