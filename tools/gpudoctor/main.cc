@@ -181,6 +181,7 @@ int main(int argc, char** argv) {
     } else {
       commkit::RendezvousOptions ro;
       ro.timeout = options.timeout;
+      ro.wait_for_all = false;  // RunCluster's bounded gather names the ranks that never arrive
       auto rdzv = commkit::RendezvousFromEnvironment(ro);
       if (!rdzv.ok()) {
         std::cerr << "gpudoctor cluster: " << rdzv.status().ToString()
