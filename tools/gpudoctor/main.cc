@@ -156,8 +156,11 @@ int main(int argc, char** argv) {
         std::cerr << "gpudoctor cluster: --store must be HOST:PORT (got '" << store_url << "')\n";
         return kUsageError;
       }
+      const char* tok = std::getenv("COMMKIT_STORE_TOKEN");  // the job secret, as commkit-run uses it
+      const std::string token = tok != nullptr ? tok : "";
       if (host_store) {
         commkit::TcpStoreServerOptions so;
+        so.token = token;
         so.host = hp.substr(0, colon);
         so.port = static_cast<int>(*port);
         auto s = commkit::TcpStoreServer::Start(so);
@@ -170,7 +173,7 @@ int main(int argc, char** argv) {
       commkit::LaunchInfo info;
       info.rank = cl_rank;
       info.world_size = cl_world;
-      auto st = commkit::OpenStore("tcp://" + hp, info, "", /*hosted=*/true, options.timeout);
+      auto st = commkit::OpenStore("tcp://" + hp, info, token, /*hosted=*/true, options.timeout);
       if (!st.ok()) {
         std::cerr << "gpudoctor cluster: " << st.status().ToString() << "\n";
         return 2;
