@@ -117,6 +117,26 @@ TEST_P(PgFaults, OperationsCompleteInCallOrderWhetherInlineOrAsynchronous) {
   });
 }
 
+TEST_P(PgFaults, BothPeersMaySendBeforeReceiving) {
+  // The usual exchange `s = Send(peer); r = Recv(peer); wait both` on both sides, with messages too
+  // large for any eager buffer: sends and receives must progress independently.
+  RunRanks(backend(), 2, [&](ProcessGroup& pg) {
+    const int peer = 1 - pg.rank();
+    std::vector<std::int32_t> out(1 << 20, pg.rank() + 10), in(1 << 20, -1);
+    auto s = pg.Send(out.data(), out.size(), DataType::kInt32, peer, 5, {.timeout = 30s});
+    auto r = pg.Recv(in.data(), in.size(), DataType::kInt32, peer, 5, {.timeout = 30s});
+    ASSERT_TRUE(s.ok() && r.ok());
+    COMMKIT_ASSERT_OK((*s)->Wait(60s));
+    COMMKIT_ASSERT_OK((*r)->Wait(60s));
+    EXPECT_EQ(in.front(), peer + 10);
+    EXPECT_EQ(in.back(), peer + 10);
+    // Collectives still work next to the point-to-point threads.
+    std::int64_t v = 1;
+    COMMKIT_ASSERT_OK((*pg.Allreduce(nullptr, &v, 1, DataType::kInt64, ReduceOp::Sum()))->Wait(60s));
+    EXPECT_EQ(v, 2);
+  });
+}
+
 TEST(PgRegistry, ListsBackendsWithReasons) {
   auto list = Registry::Default().List();
   bool gloo = false;

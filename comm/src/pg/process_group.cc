@@ -65,6 +65,47 @@ class HostWork final : public Work {
   std::uint64_t seq_;
 };
 
+// One thread running tasks in the order they were posted (sends or receives of a group).
+class SerialExecutor {
+ public:
+  SerialExecutor() : thread_([this] { Loop(); }) {}
+  ~SerialExecutor() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void Post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void Loop() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
 }  // namespace
 
 class ProcessGroup::Impl {
@@ -83,6 +124,8 @@ class ProcessGroup::Impl {
     }
     cv_.notify_all();
     publish_cv_.notify_all();
+    send_exec_.reset();  // finish (or time out) queued sends and receives first
+    recv_exec_.reset();
     worker_.join();
     publisher_.join();
   }
@@ -120,6 +163,14 @@ class ProcessGroup::Impl {
       // worker (two context switches) would cost more than the operation. Larger ones stay
       // asynchronous so callers overlap them with computation. Order is kept: nothing is queued or
       // running, and anything submitted meanwhile waits for `busy_`.
+      if (p2p && backend_->ConcurrentPointToPoint()) {
+        // Sends and receives progress on their own threads, in order per direction, independently of
+        // the collectives and of each other: both peers may send first.
+        auto& exec = args.kind == CollectiveKind::kSend ? send_exec_ : recv_exec_;
+        if (!exec) exec = std::make_unique<SerialExecutor>();
+        exec->Post([this, args, state] { Execute(args, *state); });
+        return std::unique_ptr<Work>(new HostWork(std::move(state), seq));
+      }
       if (!p2p && queue_.empty() && !busy_ && PayloadBytes(args) <= inline_bytes_) {
         busy_ = true;
         run_here = true;
@@ -387,6 +438,7 @@ class ProcessGroup::Impl {
   std::uint64_t next_p2p_seq_ = 0;
   std::atomic<std::uint64_t> entered_seq_{0};
   std::thread worker_, publisher_;
+  std::unique_ptr<SerialExecutor> send_exec_, recv_exec_;  // created on first use; guarded by mu_
   friend class ProcessGroup;
   int splits_ = 0;
 };

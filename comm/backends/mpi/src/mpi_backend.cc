@@ -193,21 +193,6 @@ MPI_Op MpiOp(DataType t, ReduceKind kind) {
   }
 }
 
-class CompletedWork final : public Work {
- public:
-  CompletedWork(Status s, std::uint64_t seq, std::chrono::nanoseconds d) : status_(std::move(s)), seq_(seq), d_(d) {}
-  bool Test() override { return true; }
-  Status Wait(milliseconds) override { return status_; }
-  Status status() const override { return status_; }
-  std::chrono::nanoseconds Duration() const override { return d_; }
-  std::uint64_t Sequence() const override { return seq_; }
-
- private:
-  Status status_;
-  std::uint64_t seq_;
-  std::chrono::nanoseconds d_;
-};
-
 // ---- the backend -----------------------------------------------------------------------------------
 
 class MpiBackend final : public Backend {
@@ -228,12 +213,12 @@ class MpiBackend final : public Backend {
   std::string_view Name() const override { return "mpi"; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
-    if (memory != MemoryKind::kHost) return false;  // CUDA-aware MPI is not assumed
-    if (IsReduction(kind) && IsFloatingPoint(dtype) &&
-        (op == ReduceKind::kBand || op == ReduceKind::kBor || op == ReduceKind::kBxor))
-      return false;
-    return true;
+    // CUDA-aware MPI is not assumed.
+    return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
   }
+  // Isend/Irecv polled with MPI_Test next to collectives on another thread (MPI_THREAD_MULTIPLE, or
+  // every MPI call serialised by CallGuard when the library gives less).
+  bool ConcurrentPointToPoint() const override { return true; }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
     auto start = Clock::now();
@@ -243,7 +228,7 @@ class MpiBackend final : public Backend {
       if (!broken_.empty()) s = Status::Aborted(StrCat("mpi backend of group ", group_, " is unusable: ", broken_));
     }
     if (s.ok()) s = Dispatch(a);
-    return std::unique_ptr<Work>(new CompletedWork(std::move(s), a.sequence, Clock::now() - start));
+    return CompletedWork(std::move(s), a.sequence, Clock::now() - start);
   }
 
   Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int key) override {

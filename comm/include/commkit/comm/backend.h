@@ -78,7 +78,8 @@ class Backend {
 
   // Runs one collective whose arguments ProcessGroup has validated. Host backends may block until the
   // data has moved; device backends return once the work is enqueued on the stream. Called from one
-  // thread at a time per backend (ProcessGroup serialises calls). Errors carry the backend's own
+  // thread at a time per backend (ProcessGroup serialises calls; see ConcurrentPointToPoint() for the
+  // exception). Errors carry the backend's own
   // message and code (BackendError, RemoteError, Timeout).
   virtual Result<std::unique_ptr<Work>> Run(const CollectiveArgs& args) = 0;
 
@@ -91,6 +92,12 @@ class Backend {
   // synchronization, and returns StatusCode::kMismatch before moving any data when they differ (on
   // every rank). ProcessGroup then skips its separate fingerprint exchange and reports the per-rank diff.
   virtual bool ChecksMismatch() const { return false; }
+
+  // True when Run() may be called for send and for recv from two more threads while collectives run
+  // on a third (each direction still one call at a time). ProcessGroup then gives sends and receives
+  // their own threads, so `Send(peer); Recv(peer)` on both peers cannot block each other. Backends
+  // whose Run() only enqueues (NCCL) keep the default.
+  virtual bool ConcurrentPointToPoint() const { return false; }
 
   // Stops outstanding work (bounded in time) so that waiting calls return; the backend is unusable
   // afterwards. Safe to call from another thread.

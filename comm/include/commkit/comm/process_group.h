@@ -13,7 +13,9 @@
 //   error names the op, its sequence number and the ranks that did not arrive.
 // - Ranks that call different collectives, counts, types or roots at the same sequence number get a
 //   Mismatch error on every rank with a per-rank diff (COMMKIT_CHECK_MISMATCH=0 disables the check).
-// - Calls from several threads are serialised in call order; Work completes in that order.
+// - Collectives from several threads are serialised in call order; Work completes in that order.
+// - Sends and receives run on a thread per direction (gloo, mpi, host), in call order per direction
+//   and independently of collectives, so both peers may Send() before they Recv().
 // - Operations up to COMMKIT_INLINE_BYTES (default 256 KiB) with nothing queued ahead of them run on
 //   the calling thread (the returned Work is already complete): a hand-off to the group's worker
 //   thread costs more than such an operation. Larger ones, and send/recv, run on the worker, so the

@@ -103,19 +103,6 @@ void BySize(DataType dtype, F&& f) {
   }
 }
 
-class CompletedWork final : public Work {
- public:
-  CompletedWork(Status s, std::uint64_t seq) : status_(std::move(s)), seq_(seq) {}
-  bool Test() override { return true; }
-  Status Wait(milliseconds) override { return status_; }
-  Status status() const override { return status_; }
-  std::chrono::nanoseconds Duration() const override { return std::chrono::nanoseconds(0); }
-  std::uint64_t Sequence() const override { return seq_; }
-
- private:
-  Status status_;
-  std::uint64_t seq_;
-};
 
 class GlooBackend final : public Backend {
  public:
@@ -124,24 +111,23 @@ class GlooBackend final : public Backend {
       : context_(std::move(context)), device_(std::move(device)), rank_(rank), size_(size) {}
 
   std::string_view Name() const override { return "gloo"; }
+  // Gloo's unbound-buffer send/recv are safe next to collectives on other threads (slots differ).
+  bool ConcurrentPointToPoint() const override { return true; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
-    if (memory != MemoryKind::kHost) return false;
-    if (IsReduction(kind) && IsFloatingPoint(dtype) &&
-        (op == ReduceKind::kBand || op == ReduceKind::kBor || op == ReduceKind::kBxor))
-      return false;
-    return true;
+    return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
   }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
     Status s;
     try {
-      context_->setTimeout(a.timeout);
+      // Send/recv run on their own threads (ConcurrentPointToPoint) and carry their timeout per call.
+      if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) context_->setTimeout(a.timeout);
       s = Dispatch(a);
     } catch (const std::exception& e) {
       s = FromGloo(e, ToString(a.kind));
     }
-    return std::unique_ptr<Work>(new CompletedWork(s, a.sequence));
+    return CompletedWork(std::move(s), a.sequence);
   }
 
   Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int) override {

@@ -56,6 +56,8 @@ class HostBackend final : public Backend {
   std::string_view Name() const override { return "host"; }
   // Across hosts the fingerprints only meet within each host: ProcessGroup's own exchange is needed.
   bool ChecksMismatch() const override { return remote_ == nullptr; }
+  // Send/recv use per-pair rings (or UCX tags) with their own locks, apart from the collective rounds.
+  bool ConcurrentPointToPoint() const override { return true; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
     return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
