@@ -8,10 +8,14 @@
 #include <iostream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
+#include "commkit/comm/rendezvous.h"
+#include "commkit/comm/tcp_store.h"
 #include "commkit/diagnostics/check.h"
+#include "commkit/diagnostics/cluster.h"
 #include "commkit/diagnostics/explain.h"
 #include "commkit/diagnostics/snapshot.h"
 
@@ -56,6 +60,28 @@ int main(int argc, char** argv) {
   CLI::App* snapshot = app.add_subcommand("snapshot", "Capture everything the checks read into a directory or .tar.gz");
   std::string snapshot_out = "gpudoctor-snapshot.tar.gz";
   snapshot->add_option("-o,--output", snapshot_out, "Output directory or FILE.tar.gz");
+
+  CLI::App* cluster = app.add_subcommand(
+      "cluster",
+      "Run the node checks on every rank, diff the hosts, test TCP connectivity and bandwidth between every pair; "
+      "rank 0 prints one report. Rendezvous from commkit-run/torchrun/mpirun/srun, or --store/--rank/--world");
+  cluster->fallthrough();
+  std::string store_url;
+  int cl_rank = -1, cl_world = -1;
+  bool host_store = false, cluster_json = false;
+  double cl_timeout_s = 60, cl_connect_s = 3;
+  std::int64_t bw_bytes = 8 << 20;
+  std::string listen_addr, session = "default";
+  cluster->add_option("--store", store_url, "Store HOST:PORT (tcp) shared by every rank; default: from the launcher's environment");
+  cluster->add_option("--rank", cl_rank, "This rank (with --store)");
+  cluster->add_option("--world", cl_world, "Number of ranks (with --store)");
+  cluster->add_flag("--host-store", host_store, "This process hosts the tcp store at --store's port (usually rank 0)");
+  cluster->add_option("--timeout", cl_timeout_s, "Seconds to wait for the other ranks at each step (default 60)");
+  cluster->add_option("--connect-timeout", cl_connect_s, "Seconds per TCP connection attempt (default 3)");
+  cluster->add_option("--bandwidth-bytes", bw_bytes, "Bytes sent per ordered pair for the bandwidth test (0: off)");
+  cluster->add_option("--listen", listen_addr, "Address to probe on (default: the interface NCCL would pick)");
+  cluster->add_option("--session", session, "Key prefix in the store (run several sessions on one store)");
+  cluster->add_flag("--json", cluster_json, "JSON output");
 
   try {
     app.parse(argc, argv);
@@ -107,6 +133,81 @@ int main(int argc, char** argv) {
   }
 
   dx::Selection selection{only, skip};
+  if (cluster->parsed()) {
+    using namespace std::chrono;
+    dx::ClusterOptions options;
+    options.selection = selection;
+    options.timeout = milliseconds(static_cast<std::int64_t>(cl_timeout_s * 1000));
+    options.connect_timeout = milliseconds(static_cast<std::int64_t>(cl_connect_s * 1000));
+    options.bandwidth_bytes = bw_bytes;
+    options.listen_address = listen_addr;
+    options.session = session;
+    std::shared_ptr<commkit::Store> store;
+    std::unique_ptr<commkit::TcpStoreServer> server;
+    if (!store_url.empty()) {
+      if (cl_rank < 0 || cl_world < 1 || cl_rank >= cl_world) {
+        std::cerr << "gpudoctor cluster: --store needs --rank R and --world N with 0 <= R < N\n";
+        return kUsageError;
+      }
+      std::string hp = store_url.rfind("tcp://", 0) == 0 ? store_url.substr(6) : store_url;
+      auto colon = hp.rfind(':');
+      auto port = colon == std::string::npos ? std::nullopt : std::optional<std::int64_t>(std::atoll(hp.c_str() + colon + 1));
+      if (!port || *port <= 0 || *port > 65535) {
+        std::cerr << "gpudoctor cluster: --store must be HOST:PORT (got '" << store_url << "')\n";
+        return kUsageError;
+      }
+      const char* tok = std::getenv("COMMKIT_STORE_TOKEN");  // the job secret, as commkit-run uses it
+      const std::string token = tok != nullptr ? tok : "";
+      if (host_store) {
+        commkit::TcpStoreServerOptions so;
+        so.token = token;
+        so.host = hp.substr(0, colon);
+        so.port = static_cast<int>(*port);
+        auto s = commkit::TcpStoreServer::Start(so);
+        if (!s.ok()) {
+          std::cerr << "gpudoctor cluster: cannot host the store: " << s.status().ToString() << "\n";
+          return 2;
+        }
+        server = std::move(*s);
+      }
+      commkit::LaunchInfo info;
+      info.rank = cl_rank;
+      info.world_size = cl_world;
+      auto st = commkit::OpenStore("tcp://" + hp, info, token, /*hosted=*/true, options.timeout);
+      if (!st.ok()) {
+        std::cerr << "gpudoctor cluster: " << st.status().ToString() << "\n";
+        return 2;
+      }
+      store = *st;
+      options.rank = cl_rank;
+      options.world = cl_world;
+    } else {
+      commkit::RendezvousOptions ro;
+      ro.timeout = options.timeout;
+      ro.wait_for_all = false;  // RunCluster's bounded gather names the ranks that never arrive
+      auto rdzv = commkit::RendezvousFromEnvironment(ro);
+      if (!rdzv.ok()) {
+        std::cerr << "gpudoctor cluster: " << rdzv.status().ToString()
+                  << "\n(run under commkit-run, torchrun, mpirun or srun, or pass --store HOST:PORT --rank R --world N)\n";
+        return 2;
+      }
+      store = rdzv->store;
+      options.rank = rdzv->info.rank;
+      options.world = rdzv->info.world_size;
+    }
+    auto result = dx::RunCluster(*store, registry, dx::CheckContext{commkit::SystemView::Live()}, options);
+    if (!result.ok()) {
+      std::cerr << "gpudoctor cluster: " << result.status().ToString() << "\n";
+      return 2;
+    }
+    if (!result->has_value()) return 0;  // not rank 0: rank 0 prints the report
+    const dx::ClusterReport& report = **result;
+    std::cout << ((cluster_json || json) ? report.ToJson() : report.ToText(UseColor(no_color)));
+    std::cout.flush();
+    // The store host keeps serving briefly so the other ranks' last reads complete.
+    if (server) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    return report.ExitCode();
+  }
   if (!only.empty() && dx::SelectChecks(registry, selection).empty()) {
     std::cerr << "gpudoctor: --only selects no check (see gpudoctor --list)\n";
     return kUsageError;
