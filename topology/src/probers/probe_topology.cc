@@ -6,6 +6,7 @@
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/probe.h"
+#include "commkit/topology/verbs.h"
 
 namespace commkit::topology {
 namespace {
@@ -468,6 +469,22 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
         n.label = dev;
       }
       add_status("rdma", ProberState::kOk, StrCat(ibdevs->size(), " RDMA device(s), ", r.gids.size(), " GID(s)"));
+    }
+  }
+  // ---- libibverbs: port attributes and GID types where sysfs was silent (recorded as a fact). ----
+  if (options.verbs) {
+    auto fact = view.Fact("verbs", [] { return Result<std::string>(VerbsFact()); });
+    if (!fact.ok()) {
+      add_status("verbs", ProberState::kSkipped, StrCat("skipped: ", fact.status().message()));
+    } else if (auto v = ParseVerbsFact(*fact); !v.ok()) {
+      add_status("verbs", ProberState::kFailed, v.status().ToString());
+    } else if (!v->available) {
+      add_status("verbs", ProberState::kSkipped, StrCat("skipped: ", v->error));
+    } else {
+      const int added = MergeVerbsReport(*v, r);
+      add_status("verbs", ProberState::kOk,
+                 StrCat(v->devices.size(), " device(s)", v->devices.empty() ? " (no RDMA devices)" : "", ", ", added,
+                        " fact(s) sysfs lacked", v->error.empty() ? "" : "; " + v->error));
     }
   }
   if (Status s = topo.Validate(); !s.ok()) r.warnings.push_back(StrCat("probed topology is inconsistent: ", s.message()));
