@@ -28,6 +28,7 @@ void CheckRegistry::Add(Check check) {
 CheckRegistry CheckRegistry::BuiltIn() {
   CheckRegistry registry;
   RegisterNodeChecks(registry);
+  RegisterTopologyChecks(registry);
   return registry;
 }
 

@@ -2,7 +2,7 @@
 //
 //   commkit-topo show [--json]                 devices, NICs, interfaces, prober status
 //   commkit-topo matrix                        nvidia-smi topo -m style matrix
-//   commkit-topo export --format nccl-xml|nvsmi|json [-o FILE]
+//   commkit-topo export --format nccl-xml|nvsmi|json|dot|svg [-o FILE]
 //   commkit-topo advise [--format shell|env|json] [--master-addr A]
 //   commkit-topo capture DIR|FILE.tar.gz       save exactly what the probes read
 //   --from DIR|FILE.tar.gz|TOPOLOGY_FILE       replay a capture, or import a topology file
@@ -115,7 +115,13 @@ void PrintShow(const ProbeReport& r) {
   auto pick = PredictNcclSocketInterfaces(r.network, NcclSocketOptions::FromEnvironment());
   std::cout << "NCCL socket interface: " << (pick.found() ? pick.selected[0].ifname + " " + pick.selected[0].address : "none")
             << "  (rule " << pick.rule << ")\n";
-  for (const auto& p : r.probers) std::cout << "prober " << p.name << ": " << ToString(p.state) << " - " << p.detail << "\n";
+  for (const auto& p : r.probers) {
+    // Details often repeat the state ("skipped: no libnvidia-ml"); print it once.
+    std::string state(ToString(p.state)), detail = p.detail;
+    if (StartsWith(detail, state + ": ")) detail = detail.substr(state.size() + 2);
+    else if (detail == state) detail.clear();
+    std::cout << "prober " << p.name << ": " << state << (detail.empty() ? "" : " - " + detail) << "\n";
+  }
   for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
 }
 
@@ -142,7 +148,8 @@ int main(int argc, char** argv) {
   auto* matrix = app.add_subcommand("matrix", "GPU/NIC path matrix (nvidia-smi topo -m style)");
   std::string format = "nccl-xml", out_path;
   auto* exp = app.add_subcommand("export", "write the topology in another format");
-  exp->add_option("--format", format, "nccl-xml | nvsmi | json")->check(CLI::IsMember({"nccl-xml", "nvsmi", "json"}));
+  exp->add_option("--format", format, "nccl-xml | nvsmi | json | dot (Graphviz) | svg (self-contained drawing)")
+      ->check(CLI::IsMember({"nccl-xml", "nvsmi", "json", "dot", "svg"}));
   exp->add_option("-o,--output", out_path, "output file (default stdout)");
   std::string advise_format = "shell", master;
   auto* adv = app.add_subcommand("advise", "recommended NCCL/libfabric environment with reasons");
@@ -151,7 +158,13 @@ int main(int argc, char** argv) {
   std::string capture_to;
   auto* cap = app.add_subcommand("capture", "save exactly what the probes read, for --from replay");
   cap->add_option("DEST", capture_to, "directory or FILE.tar.gz")->required();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and exits 0; every other parse error is a usage error (documented exit code 1,
+    // not CLI11's own codes).
+    return app.exit(e) == 0 ? 0 : kUsage;
+  }
 
   std::optional<ProbeReport> report;
   std::optional<fs::path> tmp;
@@ -225,6 +238,8 @@ int main(int argc, char** argv) {
   } else if (exp->parsed()) {
     std::string text = format == "nccl-xml" ? ExportNcclXml(report->topology)
                        : format == "nvsmi"  ? ExportNvsmiMatrix(report->topology)
+                       : format == "dot"    ? ExportDot(report->topology)
+                       : format == "svg"    ? ExportSvg(report->topology)
                                             : ReportJson(*report).dump(2) + "\n";
     if (!WriteOut(out_path, text)) {
       std::cerr << "commkit-topo: cannot write " << out_path << "\n";

@@ -6,6 +6,8 @@
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/probe.h"
+#include "commkit/topology/libfabric.h"
+#include "commkit/topology/verbs.h"
 
 namespace commkit::topology {
 namespace {
@@ -468,6 +470,41 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
         n.label = dev;
       }
       add_status("rdma", ProberState::kOk, StrCat(ibdevs->size(), " RDMA device(s), ", r.gids.size(), " GID(s)"));
+    }
+  }
+  // ---- libibverbs: port attributes and GID types where sysfs was silent (recorded as a fact). ----
+  if (options.verbs) {
+    auto fact = view.Fact("verbs", [] { return Result<std::string>(VerbsFact()); });
+    if (!fact.ok()) {
+      add_status("verbs", ProberState::kSkipped, StrCat("skipped: ", fact.status().message()));
+    } else if (auto v = ParseVerbsFact(*fact); !v.ok()) {
+      add_status("verbs", ProberState::kFailed, v.status().ToString());
+    } else if (!v->available) {
+      add_status("verbs", ProberState::kSkipped, StrCat("skipped: ", v->error));
+    } else {
+      const int added = MergeVerbsReport(*v, r);
+      add_status("verbs", ProberState::kOk,
+                 v->devices.empty()
+                     ? StrCat("no RDMA devices", v->error.empty() ? "" : " (" + v->error + ")")
+                     : StrCat(v->devices.size(), " device(s), ", added, " fact(s) sysfs lacked",
+                              v->error.empty() ? "" : "; " + v->error));
+    }
+  }
+  // ---- libfabric: EFA devices as the provider sees them (recorded as a fact). ----
+  if (options.libfabric) {
+    auto fact = view.Fact("libfabric", [] { return Result<std::string>(LibfabricFact("efa")); });
+    if (!fact.ok()) {
+      add_status("libfabric", ProberState::kSkipped, StrCat("skipped: ", fact.status().message()));
+    } else if (auto f = ParseLibfabricFact(*fact); !f.ok()) {
+      add_status("libfabric", ProberState::kFailed, f.status().ToString());
+    } else if (!f->available) {
+      // Absence of EFA is the normal case off AWS: a status line, not a warning.
+      r.probers.push_back({"libfabric", ProberState::kSkipped, StrCat("skipped: ", f->error)});
+    } else {
+      const int added = MergeFabricReport(*f, r);
+      add_status("libfabric", ProberState::kOk,
+                 StrCat("libfabric ", f->version, ", ", f->domains.size(), " ", f->provider, " domain(s), ", added,
+                        " NIC(s) sysfs lacked"));
     }
   }
   if (Status s = topo.Validate(); !s.ok()) r.warnings.push_back(StrCat("probed topology is inconsistent: ", s.message()));

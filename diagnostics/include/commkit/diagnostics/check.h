@@ -82,5 +82,7 @@ Report RunChecks(const CheckRegistry& registry, const CheckContext& context, con
 
 // Registers the built-in node checks (shm, memlock, hostname, xid, env, driver, nccl libs, rdma...).
 void RegisterNodeChecks(CheckRegistry& registry);
+// Registers the topology-based checks (pci.link, p2p.acs, rdma.ports; topology_checks.cc).
+void RegisterTopologyChecks(CheckRegistry& registry);
 
 }  // namespace commkit::diagnostics

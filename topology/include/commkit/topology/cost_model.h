@@ -49,6 +49,19 @@ struct ClusterShape {
   int ranks() const { return nodes * ranks_per_node; }
 };
 
+class Topology;
+
+struct ClusterShapeOptions {
+  int nodes = 1;           // identical nodes
+  int ranks_per_node = 0;  // 0: one rank per GPU (1 when the topology has no GPU)
+};
+
+// The shape of a job on `options.nodes` copies of `topo`: intra = the slowest GPU-GPU path
+// (ClassifyPath: NVLink / PCIe P2P bottleneck GB/s, SHM when P2P is not possible or there is no
+// GPU), inter = the node's NICs with an active port (or an up link) summed (RDMA when any is
+// IB/RoCE/EFA), DefaultLinkCost(kNetwork) when none is known. Each LinkCost says where it came from.
+ClusterShape ClusterShapeFromTopology(const Topology& topo, const ClusterShapeOptions& options = {});
+
 enum class AllReduceAlgorithm : std::uint8_t { kRing, kRecursiveDoubling, kHierarchical };
 std::string_view ToString(AllReduceAlgorithm a);
 

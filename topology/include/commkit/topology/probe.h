@@ -27,13 +27,15 @@ struct ProbeOptions {
   bool rdma = true;        // /sys/class/infiniband, GPUDirect modules, /dev/infiniband
   bool nvml = true;        // libnvidia-ml.so.1
   bool cuda = true;        // libcuda.so.1 (cuDeviceCanAccessPeer)
+  bool verbs = true;       // libibverbs (ports, GID types) merged where sysfs is silent; see verbs.h
+  bool libfabric = true;   // libfabric fi_getinfo for the efa provider; see libfabric.h
 };
 
 enum class ProberState : std::uint8_t { kOk, kSkipped, kFailed };
 std::string_view ToString(ProberState state);
 
 struct ProberStatus {
-  std::string name;    // "pci", "network", "rdma", "nvml", "cuda"
+  std::string name;    // "pci", "network", "rdma", "nvml", "cuda", "verbs", "libfabric"
   ProberState state = ProberState::kOk;
   std::string detail;  // "skipped: libnvidia-ml.so.1 not found"
 };

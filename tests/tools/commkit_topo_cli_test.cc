@@ -1,0 +1,119 @@
+// commkit-topo end to end: export --format dot|svg (stdout and -o FILE), errors, prober lines.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "commkit/topology/export.h"
+#include "commkit/topology/import.h"
+#include "test_support.h"
+
+namespace commkit::testing {
+namespace {
+
+using namespace commkit::topology;
+
+// One CPU, a PCIe switch with two NVLinked GPUs and an IB NIC.
+Topology Box() {
+  Topology t;
+  Node cpu;
+  cpu.kind = NodeKind::kCpu;
+  cpu.cpu.numa_id = 0;
+  const NodeId c = t.AddNode(cpu);
+  Node sw;
+  sw.kind = NodeKind::kPciSwitch;
+  sw.parent = c;
+  sw.pci.bus_id = "0000:10:00.0";
+  sw.pci.link = {4, 16, 4, 16};
+  const NodeId s = t.AddNode(sw);
+  NodeId gpus[2];
+  for (int i = 0; i < 2; ++i) {
+    Node g;
+    g.kind = NodeKind::kGpu;
+    g.parent = s;
+    g.label = "GPU" + std::to_string(i);
+    g.gpu.index = i;
+    g.gpu.sm = 80;
+    g.pci.bus_id = "0000:1" + std::to_string(i + 1) + ":00.0";
+    g.pci.link = {4, 16, 4, 16};
+    gpus[i] = t.AddNode(g);
+  }
+  Node nic;
+  nic.kind = NodeKind::kNic;
+  nic.parent = s;
+  nic.label = "mlx5_0";
+  nic.nic.kind = NicKind::kInfiniBand;
+  nic.pci.bus_id = "0000:13:00.0";
+  t.AddNode(nic);
+  t.AddLink({LinkKind::kNvLink, gpus[0], gpus[1], 12, 0, 0, ""});
+  return t;
+}
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class CommkitTopoCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    xml_ = dir_.Write("box.xml", ExportNcclXml(Box())).string();
+    auto imported = ImportTopologyFile(xml_);
+    ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+    topo_ = std::move(*imported);
+  }
+  std::string Topo(const std::string& args) const { return (BinDir() / "commkit-topo").string() + " --from " + xml_ + " " + args; }
+
+  TempDir dir_;
+  std::string xml_;
+  Topology topo_;
+};
+
+TEST_F(CommkitTopoCli, ExportDotToStdoutMatchesExporter) {
+  auto r = RunCommand(Topo("export --format dot 2>/dev/null"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, ExportDot(topo_));
+  EXPECT_EQ(r.output.rfind("graph topology {", 0), 0u);
+  EXPECT_NE(r.output.find("NV12"), std::string::npos);
+}
+
+TEST_F(CommkitTopoCli, ExportSvgToFile) {
+  const auto out = dir_.path() / "topo.svg";
+  auto r = RunCommand(Topo("export --format svg -o " + out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "");  // nothing on stdout when writing a file
+  const std::string svg = Slurp(out);
+  EXPECT_EQ(svg, ExportSvg(topo_));
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+}
+
+TEST_F(CommkitTopoCli, ExportDotLongOutputOption) {
+  const auto out = dir_.path() / "topo.dot";
+  ASSERT_EQ(RunCommand(Topo("export --format dot --output " + out.string())).exit_code, 0);
+  EXPECT_EQ(Slurp(out), ExportDot(topo_));
+}
+
+TEST_F(CommkitTopoCli, UnknownFormatIsUsageError) {
+  auto r = RunCommand(Topo("export --format png"));
+  EXPECT_EQ(r.exit_code, 1) << r.output;  // CLI11 validation failure -> usage error
+}
+
+TEST_F(CommkitTopoCli, UnwritableOutputExits3) {
+  auto r = RunCommand(Topo("export --format svg -o " + (dir_.path() / "no" / "such" / "dir.svg").string()));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("cannot write"), std::string::npos);
+}
+
+TEST(CommkitTopoCliLive, ShowDoesNotRepeatProberState) {
+  auto r = RunCommand((BinDir() / "commkit-topo").string() + " show");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("skipped - skipped"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("failed - failed"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("prober "), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace commkit::testing
