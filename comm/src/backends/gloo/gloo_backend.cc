@@ -379,21 +379,24 @@ void PrimePairs(gloo::rendezvous::Context& context, std::size_t bytes, std::chro
   if (bytes == 0 || size < 2) return;
   constexpr std::uint64_t kPrimeSlot = 0xC1ull << 56;
   std::vector<char> out(bytes, 0);
-  std::vector<std::vector<char>> in(static_cast<std::size_t>(size));
   auto send = context.createUnboundBuffer(out.data(), out.size());
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
   for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    send->send(peer, kPrimeSlot);
+    if (peer != rank) send->send(peer, kPrimeSlot);
   }
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer == rank) continue;
-    in[peer].resize(bytes);
-    recvs.push_back(context.createUnboundBuffer(in[peer].data(), bytes));
-    recvs.back()->recv(peer, kPrimeSlot);
+  // Receives in batches so a large world needs at most kBatch buffers of `bytes`.
+  constexpr int kBatch = 8;
+  std::vector<std::vector<char>> in(static_cast<std::size_t>(std::min(kBatch, size)), std::vector<char>(bytes));
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
+  for (int first = 0; first < size; first += kBatch) {
+    recvs.clear();
+    for (int peer = first; peer < std::min(size, first + kBatch); ++peer) {
+      if (peer == rank) continue;
+      recvs.push_back(context.createUnboundBuffer(in[peer - first].data(), bytes));
+      recvs.back()->recv(peer, kPrimeSlot);
+    }
+    for (auto& r : recvs) r->waitRecv(timeout);
   }
   for (int i = 0; i < size - 1; ++i) send->waitSend(timeout);
-  for (auto& r : recvs) r->waitRecv(timeout);
 }
 
 }  // namespace
