@@ -79,3 +79,12 @@ if(COMMKIT_HAVE_UCX)
     LABELS netns
     TIMEOUT 300)
 endif()
+
+# The DDP example end to end under mpirun (2 ranks, MPI backend): it verifies its own gradients.
+if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi AND TARGET ddp_allreduce)
+  add_test(NAME example_ddp_allreduce_mpi_np2
+    COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_NUMPROC_FLAG} 2
+            $<TARGET_FILE:ddp_allreduce> --steps 3 --backend mpi)
+  set_tests_properties(example_ddp_allreduce_mpi_np2 PROPERTIES LABELS mp TIMEOUT 300 PROCESSORS 2
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0;OMPI_MCA_mca_base_component_disable_dlclose=1")
+endif()

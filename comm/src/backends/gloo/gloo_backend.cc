@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -356,6 +358,47 @@ class GlooBackend final : public Backend {
   int rank_, size_;
 };
 
+// Gloo's tcp pair sets SO_SNDBUF to the largest message it has written so far; a later message just
+// under twice that size then waits on delayed ACKs (70-105 ms per call, see platform-notes). Writing
+// one message of at least net.core.wmem_max on every pair at connect fixes the buffer at its ceiling
+// so no later size can hit the stall. COMMKIT_GLOO_PRIME_BYTES overrides the size (0 disables).
+std::int64_t DefaultPrimeBytes() {
+  std::int64_t bytes = 4 << 20;
+  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    long long v = 0;
+    if (std::fscanf(f, "%lld", &v) == 1 && v > 0) bytes = v;
+    std::fclose(f);
+  }
+  return std::min<std::int64_t>(bytes, 64 << 20);
+}
+
+// Every rank sends `bytes` to and receives `bytes` from every peer (sends posted first, so no order
+// between peers is needed). Throws gloo exceptions on failure or timeout.
+void PrimePairs(gloo::rendezvous::Context& context, std::size_t bytes, std::chrono::milliseconds timeout) {
+  const int rank = context.rank, size = context.size;
+  if (bytes == 0 || size < 2) return;
+  constexpr std::uint64_t kPrimeSlot = 0xC1ull << 56;
+  std::vector<char> out(bytes, 0);
+  auto send = context.createUnboundBuffer(out.data(), out.size());
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) send->send(peer, kPrimeSlot);
+  }
+  // Receives in batches so a large world needs at most kBatch buffers of `bytes`.
+  constexpr int kBatch = 8;
+  std::vector<std::vector<char>> in(static_cast<std::size_t>(std::min(kBatch, size)), std::vector<char>(bytes));
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
+  for (int first = 0; first < size; first += kBatch) {
+    recvs.clear();
+    for (int peer = first; peer < std::min(size, first + kBatch); ++peer) {
+      if (peer == rank) continue;
+      recvs.push_back(context.createUnboundBuffer(in[peer - first].data(), bytes));
+      recvs.back()->recv(peer, kPrimeSlot);
+    }
+    for (auto& r : recvs) r->waitRecv(timeout);
+  }
+  for (int i = 0; i < size - 1; ++i) send->waitSend(timeout);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
@@ -375,6 +418,8 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     attr.hostname = local.empty() ? "127.0.0.1" : local;
     where = StrCat("address ", attr.hostname, " (routes to MASTER_ADDR ", master, ")");
   }
+  std::int64_t prime_bytes = 0;
+  COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
@@ -382,7 +427,8 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     context->setTimeout(ctx.timeout);
     GlooStore store(ctx.store, ctx.timeout);
     context->connectFullMesh(store, device);
-    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where);
+    PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes, " bytes");
     return std::unique_ptr<Backend>(new GlooBackend(context, device, ctx.rank, ctx.size));
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
