@@ -1,5 +1,5 @@
-// The host backend across real network stacks: two network namespaces joined by a veth pair stand in
-// for two hosts, two ranks in each. Within a namespace the ranks use shared memory; between them UCX
+// The host backend across real network stacks: two network namespaces on the netns lab's bridge
+// (tests/support/netns.h) stand in for two hosts, two ranks in each. Within a namespace the ranks use shared memory; between them UCX
 // over TCP on the veth (UCX_TLS=tcp), the hierarchical all-reduce and the flat algorithms for the
 // rest. Root only (label netns): skipped with the reason otherwise. Uses only the 10.213.0.0/16
 // addresses it creates and removes its namespaces whatever happens.
@@ -17,6 +17,7 @@
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/tcp_store.h"
 #include "gtest/gtest.h"
+#include "netns.h"
 #include "test_support.h"
 
 namespace commkit::testing {
@@ -24,36 +25,29 @@ namespace {
 
 using namespace std::chrono_literals;
 
-bool Sh(const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; }
-
-// Two namespaces "<base>0" / "<base>1" with a veth pair 10.213.<net>.1 <-> .2; removed on scope exit.
+// Two namespace hosts on the lab's bridge ("eth0" 10.213.<net>.1 and .2 in each), and the step a
+// forked rank takes to live in one of them.
 class TwoHosts {
  public:
   TwoHosts() {
-    const int id = static_cast<int>(::getpid() % 200) + 20;
-    base_ = "ckhb" + std::to_string(::getpid());
-    net_ = "10.213." + std::to_string(id) + ".";
-    std::string a = ns(0), b = ns(1), va = "ckhv" + std::to_string(id) + "a", vb = "ckhv" + std::to_string(id) + "b";
-    ok_ = Sh("ip netns add " + a) && Sh("ip netns add " + b) && Sh("ip link add " + va + " type veth peer name " + vb) &&
-          Sh("ip link set " + va + " netns " + a) && Sh("ip link set " + vb + " netns " + b) &&
-          Sh("ip -n " + a + " addr add " + addr(0) + "/24 dev " + va) &&
-          Sh("ip -n " + b + " addr add " + addr(1) + "/24 dev " + vb) && Sh("ip -n " + a + " link set " + va + " up") &&
-          Sh("ip -n " + b + " link set " + vb + " up") && Sh("ip -n " + a + " link set lo up") &&
-          Sh("ip -n " + b + " link set lo up");
-    iface_[0] = va;
-    iface_[1] = vb;
-  }
-  ~TwoHosts() {
-    Sh("ip netns del " + ns(0));  // deleting a namespace deletes its veth end, and with it the pair
-    Sh("ip netns del " + ns(1));
+    const int net = static_cast<int>(::getpid() % 200) + 20;
+    for (int h = 0; h < 2; ++h) {
+      NetnsHost host;
+      host.name = h == 0 ? "ha" : "hb";
+      host.address = "10.213." + std::to_string(net) + "." + std::to_string(h + 1) + "/24";
+      address_[h] = host.address.substr(0, host.address.find('/'));
+      ok_ = lab_.AddHost(host, &error_);
+      if (!ok_) return;
+    }
   }
   bool ok() const { return ok_; }
-  std::string ns(int h) const { return base_ + std::to_string(h); }
-  std::string addr(int h) const { return net_ + std::to_string(h + 1); }
-  const std::string& iface(int h) const { return iface_[h]; }
+  const std::string& error() const { return error_; }
+  std::string ns(int h) const { return lab_.Namespace(h == 0 ? "ha" : "hb"); }
+  const std::string& addr(int h) const { return address_[h]; }
+  static std::string iface() { return "eth0"; }
 
-  // Moves the calling (forked, single-threaded) process into namespace h, and like `ip netns exec`
-  // gives it a /sys of that namespace (UCX lists network devices in /sys/class/net).
+  // Moves the calling (forked, single-threaded) process into host h's namespace and, like `ip netns
+  // exec`, gives it that namespace's /sys (UCX lists network devices in /sys/class/net).
   bool Enter(int h) const {
     int fd = ::open(("/var/run/netns/" + ns(h)).c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return false;
@@ -66,7 +60,8 @@ class TwoHosts {
   }
 
  private:
-  std::string base_, net_, iface_[2];
+  NetnsLab lab_;
+  std::string address_[2], error_;
   bool ok_ = false;
 };
 
@@ -93,10 +88,9 @@ int RankBody(ProcessGroup& pg) {
 }
 
 TEST(HostBackendNetns, TwoHostsOverVethAllreduceAllgatherBroadcast) {
-  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces";
-  if (!Sh("ip netns list")) GTEST_SKIP() << "the ip command (iproute2) with netns support is not available";
+  if (std::string why = NetnsUnavailableReason(); !why.empty()) GTEST_SKIP() << why;
   TwoHosts hosts;
-  ASSERT_TRUE(hosts.ok()) << "could not create the namespaces and veth pair";
+  ASSERT_TRUE(hosts.ok()) << "could not create the namespace hosts: " << hosts.error();
   const int kRanks = 4;
   // The store server lives in namespace 0, on its veth address.
   int fds[2];
@@ -143,7 +137,7 @@ TEST(HostBackendNetns, TwoHostsOverVethAllreduceAllgatherBroadcast) {
       int code = 90;
       if (hosts.Enter(h)) {
         ::setenv("COMMKIT_HOST_DOMAIN", hosts.ns(h).c_str(), 1);  // the namespaces share this machine's /dev/shm
-        ::setenv("COMMKIT_SOCKET_IFNAME", hosts.iface(h).c_str(), 1);
+        ::setenv("COMMKIT_SOCKET_IFNAME", TwoHosts::iface().c_str(), 1);
         ::setenv("UCX_TLS", "tcp", 1);
         TcpStoreOptions o;
         o.host = hosts.addr(0);
