@@ -10,9 +10,11 @@ gloo only) and collects the JSON lines. Then writes into --out:
   predicted_vs_measured.svg/.png
   report.md               summary tables, overhead vs raw MPI, and the command that reproduces it
 
-Predictions are an input (--predictions FILE): JSON {"model": "...", "predictions": [{"backend": "*",
+Predictions: commkit-bench attaches the topology cost model's busbw to every all-reduce row
+(pred_busbw_gbps, --predict measure); those are used unless --predictions FILE gives others: JSON
+{"model": "...", "predictions": [{"backend": "*",
 "collective": "allreduce", "nranks": 2, "size": 1024, "busbw_gbps": 1.2}, ...]} (e.g. from the topology
-cost model). Without it a ring alpha-beta model (Hockney) fitted to the N=2 measurements of each backend
+cost model). Without either, a ring alpha-beta model (Hockney) fitted to the N=2 measurements of each backend
 predicts the other rank counts: t = 2(N-1) alpha + 2(N-1)/N * size * beta (allreduce).
 """
 import argparse
@@ -72,6 +74,22 @@ def fit_alpha_beta(points):
     b = sum((x - mx) * (t - mt) for x, t in zip(xs, ts)) / sxx
     a = mt - b * mx
     return max(a, 0.0), max(b, 0.0)
+
+
+def model_predictions(rows, collective):
+    """The topology cost model's busbw that commkit-bench --predict attached to each all-reduce row."""
+    preds, seen = [], set()
+    for r in rows:
+        if r.get("collective") != collective or not r.get("pred_busbw_gbps"):
+            continue
+        key = (r["backend"], r["nranks"], r["size"])
+        if key in seen:
+            continue
+        seen.add(key)
+        preds.append({"backend": r["backend"], "collective": collective, "nranks": r["nranks"], "size": r["size"],
+                      "busbw_gbps": r["pred_busbw_gbps"], "algorithm": r.get("pred_algorithm", "")})
+    return {"model": "topology cost model (alpha-beta from this host's memcpy and TCP loopback, "
+                     "commkit-bench --predict measure)", "predictions": preds}
 
 
 def fitted_predictions(rows, collective, ranks):
@@ -268,6 +286,8 @@ def main():
     if args.predictions:
         with open(args.predictions) as f:
             predictions = json.load(f)
+    elif any(r.get("pred_busbw_gbps") for r in rows):
+        predictions = model_predictions(rows, args.collective)
     else:
         predictions = fitted_predictions(rows, args.collective, args.ranks_list)
     with open(os.path.join(args.out, "predictions.json"), "w") as f:

@@ -162,6 +162,9 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
   int mismatch = 1;
+  app.add_option("--predict", o.predict,
+                 "all-reduce: predicted busbw from the topology cost model (measure, defaults or off)")
+      ->check(CLI::IsMember({"measure", "defaults", "off"}));
   app.add_option("--mismatch-check", mismatch,
                  "the process group's cross-rank mismatch check (0/1; costs one small allreduce per call)")
       ->capture_default_str();

@@ -42,6 +42,15 @@ nlohmann::json Cell(const ResultRow& row, const Measurement& m, const char* plac
           {"iters", row.iters}};
 }
 
+nlohmann::json CellWithPrediction(const ResultRow& row, const Measurement& m, const char* placement) {
+  nlohmann::json j = Cell(row, m, placement);
+  if (row.pred_busbw_gbps > 0) {
+    j["pred_busbw_gbps"] = row.pred_busbw_gbps;
+    j["pred_algorithm"] = row.pred_algorithm;
+  }
+  return j;
+}
+
 const Measurement* Primary(const ResultRow& row) {
   if (row.out_of_place.valid) return &row.out_of_place;
   if (row.in_place.valid) return &row.in_place;
@@ -82,8 +91,8 @@ std::string TableFooter(const std::vector<ResultRow>& rows) {
 
 std::string JsonLines(const ResultRow& row) {
   std::string out;
-  if (row.out_of_place.valid) out += Cell(row, row.out_of_place, "out_of_place").dump() + "\n";
-  if (row.in_place.valid) out += Cell(row, row.in_place, "in_place").dump() + "\n";
+  if (row.out_of_place.valid) out += CellWithPrediction(row, row.out_of_place, "out_of_place").dump() + "\n";
+  if (row.in_place.valid) out += CellWithPrediction(row, row.in_place, "in_place").dump() + "\n";
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "commkit/bench/predict.h"
 #include "commkit/bench/raw.h"
 #include "commkit/bench/report.h"
 #include "commkit/bench/runner.h"
@@ -117,6 +118,23 @@ std::string Render(const BenchOptions& o, const std::vector<ResultRow>& rows, co
   return out.str();
 }
 
+// "# predicted vs measured busbw" per backend and size, for the table output.
+std::string PredictionTable(const std::vector<ResultRow>& rows, const std::string& model) {
+  std::ostringstream out;
+  out << "#\n# Predicted vs measured busbw (GB/s); " << model << "\n";
+  out << "#         size  backend        measured  predicted  algorithm\n";
+  for (const ResultRow& r : rows) {
+    if (r.pred_busbw_gbps <= 0) continue;
+    const Measurement& m = r.out_of_place.valid ? r.out_of_place : r.in_place;
+    if (!m.valid) continue;
+    char line[160];
+    std::snprintf(line, sizeof line, "  %12zu  %-12s  %9.3f  %9.3f  %s\n", r.bytes, r.backend.c_str(), m.busbw_gbps,
+                  r.pred_busbw_gbps, r.pred_algorithm.c_str());
+    out << line;
+  }
+  return out.str();
+}
+
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   auto parsed = ParseBenchArgs(args);
@@ -168,7 +186,14 @@ int Main(int argc, char** argv) {
     print = rdzv->info.rank == 0;
   }
   if (print) {
-    const std::string text = Render(o, rows, command, nranks);
+    std::string model;
+    if (o.collective == BenchCollective::kAllreduce && o.predict != "off") {
+      PredictionModel m = MakePredictionModel(o.predict == "measure");
+      AddPredictions(m, rows);
+      model = m.description;
+    }
+    std::string text = Render(o, rows, command, nranks);
+    if (!model.empty() && o.format == OutputFormat::kTable) text += PredictionTable(rows, model);
     if (o.output_path.empty()) {
       std::cout << text << std::flush;
     } else {

@@ -44,6 +44,9 @@ struct BenchOptions {
   // ProcessGroupOptions::check_mismatch (one extra 16-byte allreduce per collective when on);
   // --mismatch-check 0 measures the wrapper without it. COMMKIT_CHECK_MISMATCH still overrides.
   bool mismatch_check = true;
+  // --predict: all-reduce rows get the topology cost model's busbw ("measure": calibrated on this host,
+  // about a second; "defaults": the model's documented defaults; "off").
+  std::string predict = "measure";
 };
 
 // "8", "64K", "1M", "2G", "1.5K", "16KiB", "4MB" (binary multiples, as nccl-tests). Error on garbage,

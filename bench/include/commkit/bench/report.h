@@ -33,6 +33,9 @@ struct ResultRow {
   int iters = 0;
   Measurement out_of_place;
   Measurement in_place;
+  // The topology cost model's prediction for this size (all-reduce only; 0 when none): see predict.h.
+  double pred_busbw_gbps = 0;
+  std::string pred_algorithm;
 };
 
 // Header lines of the table (start with '#'), e.g. "# commkit-bench allreduce backend=gloo nranks=2".
@@ -43,7 +46,7 @@ std::string TableFooter(const std::vector<ResultRow>& rows);
 
 // One JSON object per row and placement, newline-terminated, keys: backend, collective, size, count,
 // type, redop, root, nranks, placement ("out_of_place"/"in_place"), time_us, algbw_gbps, busbw_gbps,
-// wrong, warmup, iters.
+// wrong, warmup, iters; plus pred_busbw_gbps and pred_algorithm when the row has a prediction.
 std::string JsonLines(const ResultRow& row);
 
 std::string CsvHeader();
