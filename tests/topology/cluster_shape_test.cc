@@ -3,50 +3,18 @@
 
 #include "commkit/topology/cost_model.h"
 #include "commkit/topology/model.h"
+#include "two_gpu_box.h"
 
 namespace commkit::topology {
 namespace {
 
 // CPU - switch - 2 GPUs (+ optional NVLink) + an IB NIC with one port.
 Topology Node2(bool nvlink, const std::string& port_state, double nic_gbps) {
-  Topology t;
-  Node cpu;
-  cpu.kind = NodeKind::kCpu;
-  cpu.cpu.numa_id = 0;
-  const NodeId c = t.AddNode(cpu);
-  Node sw;
-  sw.kind = NodeKind::kPciSwitch;
-  sw.parent = c;
-  sw.pci.bus_id = "0000:10:00.0";
-  sw.pci.link = {4, 16, 4, 16};
-  const NodeId s = t.AddNode(sw);
-  NodeId g[2];
-  for (int i = 0; i < 2; ++i) {
-    Node n;
-    n.kind = NodeKind::kGpu;
-    n.parent = s;
-    n.label = "GPU" + std::to_string(i);
-    n.gpu.index = i;
-    n.gpu.sm = 80;
-    n.pci.bus_id = "0000:1" + std::to_string(i + 1) + ":00.0";
-    n.pci.link = {4, 16, 4, 16};
-    g[i] = t.AddNode(n);
-  }
-  Node nic;
-  nic.kind = NodeKind::kNic;
-  nic.parent = s;
-  nic.label = "mlx5_0";
-  nic.nic.name = "mlx5_0";
-  nic.nic.kind = NicKind::kInfiniBand;
-  nic.pci.bus_id = "0000:13:00.0";
   NicPort p;
   p.state = port_state;
   p.link_layer = "InfiniBand";
   p.speed_gbps = nic_gbps;
-  nic.nic.ports.push_back(p);
-  t.AddNode(nic);
-  if (nvlink) t.AddLink({LinkKind::kNvLink, g[0], g[1], 12, 0, 0, ""});
-  return t;
+  return commkit::testing::TwoGpuBox({.nvlink = nvlink, .nic_port = p});
 }
 
 TEST(ClusterShape, NvLinkPairAndRdmaNic) {

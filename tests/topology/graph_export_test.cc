@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "commkit/topology/export.h"
+#include "two_gpu_box.h"
 
 namespace commkit::topology {
 namespace {
@@ -12,41 +13,7 @@ std::size_t Count(const std::string& s, const std::string& what) {
   return n;
 }
 
-Topology Box() {
-  Topology t;
-  Node cpu;
-  cpu.kind = NodeKind::kCpu;
-  cpu.cpu.numa_id = 0;
-  const NodeId c = t.AddNode(cpu);
-  Node sw;
-  sw.kind = NodeKind::kPciSwitch;
-  sw.parent = c;
-  sw.pci.bus_id = "0000:10:00.0";
-  sw.pci.link = {4, 16, 4, 16};
-  const NodeId s = t.AddNode(sw);
-  NodeId gpus[2];
-  for (int i = 0; i < 2; ++i) {
-    Node g;
-    g.kind = NodeKind::kGpu;
-    g.parent = s;
-    g.label = "GPU" + std::to_string(i);
-    g.gpu.index = i;
-    g.gpu.sm = 80;
-    g.gpu.name = "A100 <SXM> & co";
-    g.pci.bus_id = "0000:1" + std::to_string(i + 1) + ":00.0";
-    g.pci.link = {4, 16, 4, 16};
-    gpus[i] = t.AddNode(g);
-  }
-  Node nic;
-  nic.kind = NodeKind::kNic;
-  nic.parent = s;
-  nic.label = "mlx5_0";
-  nic.nic.kind = NicKind::kInfiniBand;
-  nic.pci.bus_id = "0000:13:00.0";
-  t.AddNode(nic);
-  t.AddLink({LinkKind::kNvLink, gpus[0], gpus[1], 12, 0, 0, ""});
-  return t;
-}
+Topology Box() { return commkit::testing::TwoGpuBox({.gpu_name = "A100 <SXM> & co"}); }
 
 TEST(GraphExportTest, DotHasNodesEdgesAndLabels) {
   const std::string dot = ExportDot(Box());
