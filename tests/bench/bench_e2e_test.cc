@@ -63,6 +63,26 @@ TEST(BenchE2E, RawGlooBaselineSideBySide) {
   EXPECT_EQ(raw_rows, 8) << r.output;  // 8, 64, 512, 4096 B x out-of-place and in-place
 }
 
+// Every collective has a raw Gloo baseline, verified like the wrapper's rows (#wrong from every size).
+TEST(BenchE2E, RawGlooBaselineCoversEveryCollective) {
+  for (const char* coll : {"allgather", "reduce_scatter", "broadcast", "reduce", "alltoall", "sendrecv"}) {
+    SCOPED_TRACE(coll);
+    auto r = RunCommand(Bench() + " " + coll + " --local 2 --raw gloo -b 64 -e 64K -f 32 -w 1 -n 2 --format json 2>&1");
+    if (r.output.find("not compiled into this build") != std::string::npos) GTEST_SKIP() << r.output;
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    int raw_rows = 0;
+    for (const auto& j : JsonRows(r.output)) {
+      EXPECT_EQ(j["wrong"], 0) << j.dump();
+      if (j["backend"] == "raw-gloo") ++raw_rows;
+    }
+    EXPECT_GE(raw_rows, 3) << r.output;  // 64 B, 2 KiB, 64 KiB (x placements the collective has)
+  }
+  // Gloo's only reduce-scatter is halving-doubling: a clear refusal on 3 ranks, not a hang.
+  auto r = RunCommand(Bench() + " reduce_scatter --local 3 --raw gloo -b 64 -e 64 -w 1 -n 1 2>&1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("power-of-two"), std::string::npos) << r.output;
+}
+
 TEST(BenchE2E, CommkitRunProcesses) {
   const auto run = BinDir() / "commkit-run";
   if (!std::filesystem::exists(run)) GTEST_SKIP() << "commkit-run not built";
