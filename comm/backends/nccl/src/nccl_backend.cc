@@ -13,6 +13,8 @@
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "commkit/common/system_view.h"
+#include "commkit/topology/advisor.h"
 #include "nccl_collectives.h"
 #include "nccl_comm.h"
 #include "nccl_engine.h"
@@ -26,12 +28,39 @@ std::mutex g_hook_mutex;
 std::function<Status()> g_pre_init_hook;
 bool g_pre_init_done = false;
 
+// The default pre-init hook: the topology advisor's NCCL settings (COMMKIT_NCCL_ADVICE=off|log|apply,
+// default log). It probes this machine (sysfs, NVML, CUDA), and with `apply` sets each variable the user
+// has not set, logging it with its reason; `log` only says what it would set. A failed probe is a
+// warning, never a failed backend.
+Status ApplyTopologyAdvice() {
+  COMMKIT_ASSIGN_OR_RETURN(auto choice, EnvChoice("COMMKIT_NCCL_ADVICE", {"off", "log", "apply"}));
+  const std::string mode_name = choice.value_or("log");
+  const topology::AdviceMode mode = mode_name == "off"   ? topology::AdviceMode::kOff
+                                    : mode_name == "apply" ? topology::AdviceMode::kApply
+                                                           : topology::AdviceMode::kLog;
+  if (mode == topology::AdviceMode::kOff) return Status::Ok();
+  topology::ProbeOptions probe;
+  probe.nvml = probe.cuda = true;
+  auto report = topology::ProbeTopology(*SystemView::Live(), probe);
+  if (!report.ok()) {
+    COMMKIT_LOG_WARN("NCCL backend: no topology advice (COMMKIT_NCCL_ADVICE=", mode_name,
+                     "): probing this machine failed: ", report.status().ToString());
+    return Status::Ok();
+  }
+  topology::ApplyAdvice(topology::Advise(*report, topology::AdvisorOptions::FromEnvironment()), mode);
+  return Status::Ok();
+}
+
 // Runs the pre-init hook once per process (the options' hook wins over the process-wide one).
 Status RunPreInitHook(const NcclBackendOptions& options) {
   std::lock_guard<std::mutex> lock(g_hook_mutex);
   if (g_pre_init_done) return Status::Ok();
   auto hook = options.before_first_communicator ? options.before_first_communicator : g_pre_init_hook;
-  if (hook) COMMKIT_RETURN_IF_ERROR(hook().WithContext("NCCL backend: pre-init hook"));
+  if (hook) {
+    COMMKIT_RETURN_IF_ERROR(hook().WithContext("NCCL backend: pre-init hook"));
+  } else {
+    COMMKIT_RETURN_IF_ERROR(ApplyTopologyAdvice());
+  }
   g_pre_init_done = true;
   return Status::Ok();
 }

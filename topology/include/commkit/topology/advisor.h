@@ -4,7 +4,9 @@
 // machine, e.g. NCCL_SOCKET_IFNAME=eth0 on a host without eth0). Pure function; thread-safe.
 #pragma once
 
+#include <functional>
 #include <map>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,5 +44,23 @@ struct Advice {
 };
 
 Advice Advise(const ProbeReport& report, const AdvisorOptions& options);
+
+// What to do with advice before NCCL's first communicator (COMMKIT_NCCL_ADVICE): nothing, log each
+// recommendation with its reason, or also set it in the process environment.
+enum class AdviceMode : std::uint8_t { kOff, kLog, kApply };
+std::string_view ToString(AdviceMode mode);
+
+// The process environment as ApplyAdvice sees it; tests pass their own.
+struct EnvAccess {
+  std::function<std::optional<std::string>(const std::string&)> get;  // nullopt when unset
+  std::function<void(const std::string&, const std::string&)> set;
+  static EnvAccess Process();  // getenv / setenv(overwrite = 0)
+};
+
+// Applies `advice` (kApply) or only describes it (kLog): one line per recommendation that has a
+// value, "NCCL_P2P_DISABLE=1 (set: <reason>)", "... (would set: ...)" in kLog, and "... (kept yours:
+// NCCL_X=<value>)" for a variable the user set — either in the advice's snapshot or in `env` by now,
+// so a user's value is never overwritten. Also logs every line at INFO. kOff: nothing, no lines.
+std::vector<std::string> ApplyAdvice(const Advice& advice, AdviceMode mode, const EnvAccess& env = EnvAccess::Process());
 
 }  // namespace commkit::topology

@@ -34,8 +34,10 @@ struct NcclBackendOptions {
   std::string net_name;
   int min_ctas = -1;
   int max_ctas = -1;
-  // Called once per process before its first NCCL communicator (topology advisor hook: set NCCL_*
-  // variables). An error fails backend creation. Overrides the process-wide hook when set.
+  // Called once per process before its first NCCL communicator (set NCCL_* variables there). An
+  // error fails backend creation. Overrides the process-wide hook when set. Without any hook, the
+  // topology advisor runs: COMMKIT_NCCL_ADVICE=log (default) logs each NCCL_*/FI_* setting it would
+  // make with its reason, =apply sets those the user has not set, =off skips the probe.
   std::function<Status()> before_first_communicator;
 };
 
