@@ -155,17 +155,15 @@ Status RunOnce(ProcessGroup& g, const BenchOptions& o, const BufferCounts& c, co
     case BenchCollective::kAlltoall:
       return WaitFor(g.Alltoall(b.send, b.recv, c.count, o.dtype, opts), timeout);
     case BenchCollective::kSendRecv: {
-      // Ring exchange. The group serialises operations in call order, so "isend; irecv; wait both"
-      // deadlocks when both peers send first; even ranks send first, odd ranks receive first.
+      // Ring exchange, like MPI_Sendrecv: post the send and the receive, then wait for both. The
+      // group progresses sends and receives independently, so every rank may send first.
       const int p = g.size(), r = g.rank();
-      auto send = [&] { return WaitFor(g.Send(b.send, c.count, o.dtype, (r + 1) % p, 0, opts), timeout); };
-      auto recv = [&] { return WaitFor(g.Recv(b.recv, c.count, o.dtype, (r - 1 + p) % p, 0, opts), timeout); };
-      if (r % 2 == 0) {
-        COMMKIT_RETURN_IF_ERROR(send());
-        return recv();
-      }
-      COMMKIT_RETURN_IF_ERROR(recv());
-      return send();
+      auto send = g.Send(b.send, c.count, o.dtype, (r + 1) % p, 0, opts);
+      auto recv = g.Recv(b.recv, c.count, o.dtype, (r - 1 + p) % p, 0, opts);
+      Status sent = WaitFor(std::move(send), timeout);
+      Status received = WaitFor(std::move(recv), timeout);
+      COMMKIT_RETURN_IF_ERROR(sent);
+      return received;
     }
   }
   return Status::Internal("commkit-bench: unknown collective");

@@ -2,6 +2,7 @@
 // mismatched collectives are reported on every rank with a per-rank diff, a rank that never arrives
 // is named after the timeout, and nothing hangs.
 #include <atomic>
+#include <thread>
 
 #include "commkit/comm/registry.h"
 #include "pg_harness.h"
@@ -134,6 +135,53 @@ TEST_P(PgFaults, BothPeersMaySendBeforeReceiving) {
     std::int64_t v = 1;
     COMMKIT_ASSERT_OK((*pg.Allreduce(nullptr, &v, 1, DataType::kInt64, ReduceOp::Sum()))->Wait(60s));
     EXPECT_EQ(v, 2);
+  });
+}
+
+TEST_P(PgFaults, SendNobodyWaitsForStillCompletes) {
+  // Rank 0 posts a send and makes no further call until rank 1 has received it: the group's own
+  // thread must pick the send up (waiters usually run small point-to-point operations themselves).
+  std::atomic<bool> received{false};
+  RunRanks(backend(), 2, [&](ProcessGroup& pg) {
+    std::vector<std::int32_t> buf(1 << 18, pg.rank() == 0 ? 7 : -1);
+    if (pg.rank() == 0) {
+      auto s = pg.Send(buf.data(), buf.size(), DataType::kInt32, 1, 3, {.timeout = 30s});
+      ASSERT_TRUE(s.ok());
+      const auto until = std::chrono::steady_clock::now() + 30s;
+      while (!received.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+      EXPECT_TRUE(received.load()) << "the unwaited send never reached rank 1";
+      COMMKIT_EXPECT_OK((*s)->Wait(60s));
+    } else {
+      auto r = pg.Recv(buf.data(), buf.size(), DataType::kInt32, 0, 3, {.timeout = 30s});
+      ASSERT_TRUE(r.ok());
+      COMMKIT_EXPECT_OK((*r)->Wait(60s));
+      EXPECT_EQ(buf.back(), 7);
+      received = true;
+    }
+  });
+}
+
+TEST_P(PgFaults, ShortWaitOnAPendingReceiveReturnsInTime) {
+  // A wait shorter than the operation's timeout must not block inside the operation.
+  std::atomic<bool> waited{false};
+  RunRanks(backend(), 2, [&](ProcessGroup& pg) {
+    std::int64_t v = pg.rank() == 0 ? 42 : 0;
+    if (pg.rank() == 1) {
+      auto r = pg.Recv(&v, 1, DataType::kInt64, 0, 9, {.timeout = 30s});
+      ASSERT_TRUE(r.ok());
+      const auto t0 = std::chrono::steady_clock::now();
+      Status s = (*r)->Wait(20ms);
+      EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "Wait(20ms) blocked in the receive";
+      EXPECT_FALSE((*r)->Test());
+      waited = true;
+      COMMKIT_EXPECT_OK((*r)->Wait(60s));
+      EXPECT_EQ(v, 42);
+    } else {
+      const auto until = std::chrono::steady_clock::now() + 30s;
+      while (!waited.load() && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);
+      COMMKIT_EXPECT_OK((*pg.Send(&v, 1, DataType::kInt64, 1, 9, {.timeout = 30s}))->Wait(60s));
+    }
   });
 }
 

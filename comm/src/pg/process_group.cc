@@ -38,12 +38,16 @@ struct WorkState {
 
 class HostWork final : public Work {
  public:
-  HostWork(std::shared_ptr<WorkState> state, std::uint64_t seq) : state_(std::move(state)), seq_(seq) {}
+  // `help(timeout)`, when given, may run the operation on the waiting thread (see SerialExecutor).
+  HostWork(std::shared_ptr<WorkState> state, std::uint64_t seq, std::function<void(milliseconds)> help = {})
+      : state_(std::move(state)), seq_(seq), help_(std::move(help)) {}
   bool Test() override {
+    if (help_) help_(milliseconds(0));  // never runs the operation here, only gets it going
     std::lock_guard<std::mutex> lock(state_->mu);
     return state_->done;
   }
   Status Wait(milliseconds timeout) override {
+    if (help_) help_(timeout);
     std::unique_lock<std::mutex> lock(state_->mu);
     if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
       return Status::Timeout(StrCat("operation #", seq_, " still running after waiting ",
@@ -63,46 +67,115 @@ class HostWork final : public Work {
  private:
   std::shared_ptr<WorkState> state_;
   std::uint64_t seq_;
+  std::function<void(milliseconds)> help_;
 };
 
-// One thread running tasks in the order they were posted (sends or receives of a group).
+// Runs tasks one at a time in the order they were posted (the sends, or the receives, of a group).
+// Small point-to-point operations cost less than the thread hand-offs of a plain worker thread (a
+// wake-up on posting, another on completion), so:
+// - the caller that waits for a task runs it itself (Help) when nothing of this executor is running,
+//   taking the queue's head tasks up to its own, in order;
+// - posting does not wake the thread. It takes a task when the task has waited kGrace without a
+//   helper, when nudged (Nudge: a caller is about to block on something else — its other direction,
+//   or a collective — so a send and a receive posted together never wait on each other), or when
+//   stopping. Idle, it looks at its queue every 10 ms, so an operation nobody waits for (or tests)
+//   still completes.
 class SerialExecutor {
  public:
+  struct Task {
+    std::function<void()> run;
+    Clock::time_point posted;
+    bool done = false;  // guarded by the executor's mutex
+  };
+
   SerialExecutor() : thread_([this] { Loop(); }) {}
-  ~SerialExecutor() {
+  ~SerialExecutor() { Shutdown(); }
+  // Runs what is queued, then stops the thread; Help does nothing afterwards. Idempotent.
+  void Shutdown() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
     }
     cv_.notify_all();
-    thread_.join();
+    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
   }
-  void Post(std::function<void()> task) {
+  std::shared_ptr<Task> Post(std::function<void()> run) {
+    auto task = std::make_shared<Task>();
+    task->run = std::move(run);
+    task->posted = Clock::now();
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(task);
+    return task;
+  }
+  // Makes the thread take queued tasks now (when nothing runs them).
+  void Nudge() {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(std::move(task));
+      if (queue_.empty()) return;
+      nudged_ = true;  // kept while a task runs: the thread goes on with the queue right after it
     }
     cv_.notify_all();
   }
+  // Runs queued tasks up to and including `task` on this thread when no task is running; returns
+  // without running anything otherwise (the caller then waits for the executor's thread).
+  void Help(const std::shared_ptr<Task>& task) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (stopping_ || task->done) return;
+    if (running_) {
+      // An earlier task runs (maybe just finishing): have the thread take ours right after it.
+      nudged_ = true;
+      lock.unlock();
+      cv_.notify_all();
+      return;
+    }
+    running_ = true;
+    while (!task->done && !queue_.empty()) {
+      std::shared_ptr<Task> next = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      next->run();
+      lock.lock();
+      next->done = true;
+    }
+    running_ = false;
+    if (queue_.empty()) nudged_ = false;
+  }
 
  private:
+  static constexpr std::chrono::microseconds kGrace{100};
+  static constexpr std::chrono::microseconds kLongestIdle{10'000};
+
   void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
     while (true) {
-      std::function<void()> task;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
+      if (stopping_ && queue_.empty() && !running_) return;
+      if (running_ || queue_.empty()) {
+        // Idle (a post does not wake the thread), or a caller is helping.
+        cv_.wait_for(lock, queue_.empty() ? kLongestIdle : kGrace);
+        continue;
       }
-      task();
+      const auto age = Clock::now() - queue_.front()->posted;
+      if (!stopping_ && !nudged_ && age < kGrace) {
+        cv_.wait_for(lock, kGrace - age);  // leave it to a waiting caller for a moment
+        continue;
+      }
+      nudged_ = false;
+      std::shared_ptr<Task> task = std::move(queue_.front());
+      queue_.pop_front();
+      running_ = true;
+      lock.unlock();
+      task->run();
+      lock.lock();
+      task->done = true;
+      running_ = false;
     }
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<std::shared_ptr<Task>> queue_;
+  bool running_ = false;        // a task is running (on the thread or a helping caller)
   bool stopping_ = false;
+  bool nudged_ = false;
   std::thread thread_;
 };
 
@@ -124,7 +197,11 @@ class ProcessGroup::Impl {
     }
     cv_.notify_all();
     publish_cv_.notify_all();
-    send_exec_.reset();  // finish (or time out) queued sends and receives first
+    // Finish (or time out) queued sends and receives first; a Work kept past the group holds only a
+    // stopped executor.
+    if (send_exec_) send_exec_->Shutdown();
+    if (recv_exec_) recv_exec_->Shutdown();
+    send_exec_.reset();
     recv_exec_.reset();
     worker_.join();
     publisher_.join();
@@ -166,11 +243,29 @@ class ProcessGroup::Impl {
       if (p2p && backend_->ConcurrentPointToPoint()) {
         // Sends and receives progress on their own threads, in order per direction, independently of
         // the collectives and of each other: both peers may send first.
-        auto& exec = args.kind == CollectiveKind::kSend ? send_exec_ : recv_exec_;
-        if (!exec) exec = std::make_unique<SerialExecutor>();
-        exec->Post([this, args, state] { Execute(args, *state); });
-        return std::unique_ptr<Work>(new HostWork(std::move(state), seq));
+        if (!send_exec_) send_exec_ = std::make_shared<SerialExecutor>();
+        if (!recv_exec_) recv_exec_ = std::make_shared<SerialExecutor>();
+        // Shared: a Work may outlive the group (the group shuts its executors down: see Shutdown).
+        std::shared_ptr<SerialExecutor> mine = args.kind == CollectiveKind::kSend ? send_exec_ : recv_exec_;
+        std::shared_ptr<SerialExecutor> other = args.kind == CollectiveKind::kSend ? recv_exec_ : send_exec_;
+        auto task = mine->Post([this, args, state] { Execute(args, *state); });
+        // A waiter prepared to wait as long as the operation's own timeout runs it (and queued ones
+        // ahead of it) itself; a shorter wait must not block in the operation. Either way the other
+        // direction must progress meanwhile.
+        const milliseconds op_timeout = args.timeout;
+        return std::unique_ptr<Work>(
+            new HostWork(std::move(state), seq, [mine, other, task, op_timeout](milliseconds t) {
+              other->Nudge();
+              if (t >= op_timeout) {
+                mine->Help(task);
+              } else {
+                mine->Nudge();
+              }
+            }));
       }
+      // A collective may block until peers arrive; queued sends and receives must not wait for it.
+      if (send_exec_) send_exec_->Nudge();
+      if (recv_exec_) recv_exec_->Nudge();
       if (!p2p && queue_.empty() && !busy_ && PayloadBytes(args) <= inline_bytes_) {
         busy_ = true;
         run_here = true;
@@ -438,7 +533,7 @@ class ProcessGroup::Impl {
   std::uint64_t next_p2p_seq_ = 0;
   std::atomic<std::uint64_t> entered_seq_{0};
   std::thread worker_, publisher_;
-  std::unique_ptr<SerialExecutor> send_exec_, recv_exec_;  // created on first use; guarded by mu_
+  std::shared_ptr<SerialExecutor> send_exec_, recv_exec_;  // created on first use; guarded by mu_
   friend class ProcessGroup;
   int splits_ = 0;
 };
