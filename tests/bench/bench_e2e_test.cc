@@ -51,16 +51,21 @@ TEST(BenchE2E, LocalThreadsTableAndJson) {
   }
 }
 
+// The raw-gloo rows of a JSON-lines run; every row (wrapper or raw) must have #wrong == 0.
+int RawGlooRows(const std::string& output) {
+  int raw_rows = 0;
+  for (const auto& j : JsonRows(output)) {
+    EXPECT_EQ(j["wrong"], 0) << j.dump();
+    if (j["backend"] == "raw-gloo") ++raw_rows;
+  }
+  return raw_rows;
+}
+
 TEST(BenchE2E, RawGlooBaselineSideBySide) {
   auto r = RunCommand(Bench() + " allreduce --local 2 --raw gloo -b 8 -e 4K -f 8 -w 1 -n 2 --format json 2>&1");
   if (r.output.find("not compiled into this build") != std::string::npos) GTEST_SKIP() << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  int raw_rows = 0;
-  for (const auto& j : JsonRows(r.output)) {
-    EXPECT_EQ(j["wrong"], 0) << j.dump();
-    if (j["backend"] == "raw-gloo") ++raw_rows;
-  }
-  EXPECT_EQ(raw_rows, 8) << r.output;  // 8, 64, 512, 4096 B x out-of-place and in-place
+  EXPECT_EQ(RawGlooRows(r.output), 8) << r.output;  // 8, 64, 512, 4096 B x out-of-place and in-place
 }
 
 // Every collective has a raw Gloo baseline, verified like the wrapper's rows (#wrong from every size).
@@ -70,12 +75,7 @@ TEST(BenchE2E, RawGlooBaselineCoversEveryCollective) {
     auto r = RunCommand(Bench() + " " + coll + " --local 2 --raw gloo -b 64 -e 64K -f 32 -w 1 -n 2 --format json 2>&1");
     if (r.output.find("not compiled into this build") != std::string::npos) GTEST_SKIP() << r.output;
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    int raw_rows = 0;
-    for (const auto& j : JsonRows(r.output)) {
-      EXPECT_EQ(j["wrong"], 0) << j.dump();
-      if (j["backend"] == "raw-gloo") ++raw_rows;
-    }
-    EXPECT_GE(raw_rows, 3) << r.output;  // 64 B, 2 KiB, 64 KiB (x placements the collective has)
+    EXPECT_GE(RawGlooRows(r.output), 3) << r.output;  // 64 B, 2 KiB, 64 KiB (x placements the collective has)
   }
   // Gloo's only reduce-scatter is halving-doubling: a clear refusal on 3 ranks, not a hang.
   auto r = RunCommand(Bench() + " reduce_scatter --local 3 --raw gloo -b 64 -e 64 -w 1 -n 1 2>&1");
