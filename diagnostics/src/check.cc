@@ -51,6 +51,8 @@ CheckRegistry CheckRegistry::BuiltIn() {
   CheckRegistry registry;
   RegisterNodeChecks(registry);
   RegisterTopologyChecks(registry);
+  RegisterGpuChecks(registry);
+  RegisterFabricChecks(registry);
   return registry;
 }
 

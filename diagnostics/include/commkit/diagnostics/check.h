@@ -105,5 +105,9 @@ Report RunChecks(const CheckRegistry& registry, const CheckContext& context, con
 void RegisterNodeChecks(CheckRegistry& registry);
 // Registers the topology-based checks (pci.link, p2p.acs, rdma.ports; topology_checks.cc).
 void RegisterTopologyChecks(CheckRegistry& registry);
+// Registers the GPU health checks from NVML facts (gpu.nvlink, gpu.ecc, gpu.clocks; gpu_checks.cc).
+void RegisterGpuChecks(CheckRegistry& registry);
+// Registers the fabric checks (net.efa; efa_check.cc).
+void RegisterFabricChecks(CheckRegistry& registry);
 
 }  // namespace commkit::diagnostics
