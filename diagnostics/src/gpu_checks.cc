@@ -252,17 +252,19 @@ CheckOutcome Clocks(const CheckContext& ctx) {
     std::vector<std::string> names;
     std::uint64_t known = 0;
     ClockSeverity worst = ClockSeverity::kIgnore;
-    std::vector<std::string> meaning;
+    std::vector<std::string> meaning, notes;
     for (const ClockReason& r : kClockReasons) {
       known |= r.bit;
       if ((mask & r.bit) == 0) continue;
       names.push_back(r.name);
-      if (r.severity >= ClockSeverity::kInfo) meaning.push_back(StrCat(r.name, ": ", r.meaning));
+      if (r.severity >= ClockSeverity::kWarn) meaning.push_back(StrCat(r.name, " (", r.meaning, ")"));
+      if (r.severity == ClockSeverity::kInfo) notes.push_back(StrCat(r.name, ": ", r.meaning));
       worst = std::max(worst, r.severity);
     }
     if ((mask & ~known) != 0) names.push_back(StrCat("unknown bits ", Hex(mask & ~known)));
-    ev.push_back(StrCat(Name(g), ": clocks event reasons ", Hex(mask), " = ", names.empty() ? "None" : Join(names, " | ")));
-    const std::string what = StrCat("GPU", g.index, " ", Join(meaning, "; "));
+    ev.push_back(StrCat(Name(g), ": clocks event reasons ", Hex(mask), " = ", names.empty() ? "None" : Join(names, " | "),
+                        notes.empty() ? "" : " [" + Join(notes, "; ") + "]"));
+    const std::string what = StrCat("GPU", g.index, " ", Join(meaning, ", "));
     if (worst == ClockSeverity::kFail) {
       fail.push_back(what);
       ((mask & 0x80) != 0 && (mask & 0x40) == 0 ? brake : hot).push_back(g.index);
