@@ -43,6 +43,21 @@ TEST(GpudoctorCliTest, GpuAndEfaChecksSkipCleanlyWithoutHardware) {
   }
 }
 
+TEST(GpudoctorCliTest, BenchRunsLocallyAndRefusesReplay) {
+  EXPECT_EQ(RunCommand(Doctor() + " --bench --from " + Data("host-xid79") + " 2>/dev/null").exit_code, 3);
+  auto r = RunCommand(Doctor() + " --bench --json --only shm.size 2>&1");
+  ASSERT_TRUE(nlohmann::json::accept(r.output)) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  EXPECT_EQ(r.exit_code, doc["exit_code"].get<int>());
+  ASSERT_TRUE(doc.contains("bench")) << r.output;
+  ASSERT_FALSE(doc["bench"]["rows"].empty()) << r.output;
+  EXPECT_EQ(doc["bench"]["rows"][0]["backend"], "host");
+  for (auto& row : doc["bench"]["rows"]) {
+    EXPECT_TRUE(row["correct"].get<bool>()) << row.dump();
+    EXPECT_GT(row["pred_busbw_gbps"].get<double>(), 0) << row.dump();
+  }
+}
+
 TEST(GpudoctorCliTest, JsonListAndNoColor) {
   auto r = RunCommand(Doctor() + " --json --from " + Data("container-shm64mb-8gpu") + " --skip 'kernel,net*' 2>/dev/null");
   EXPECT_EQ(r.exit_code, 2);
