@@ -1,13 +1,35 @@
 #include "commkit/diagnostics/check.h"
 
 #include <exception>
+#include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "commkit/common/check.h"
+#include "commkit/topology/probe.h"
 
 namespace commkit::diagnostics {
+
+struct CheckContext::TopologyCache {
+  std::once_flag once;
+  std::optional<Result<topology::ProbeReport>> report;
+};
+
+CheckContext::CheckContext(std::shared_ptr<SystemView> system_view)
+    : system(std::move(system_view)), topology_(std::make_shared<TopologyCache>()) {
+  COMMKIT_CHECK(system != nullptr, "gpudoctor: CheckContext needs a SystemView");
+}
+
+const Result<topology::ProbeReport>& CheckContext::topology() const {
+  std::call_once(topology_->once, [this] {
+    topology::ProbeOptions options;
+    options.nvml = options.cuda = true;  // P2P matrix, GPU names, NVLink/ECC/clock facts when a driver is present
+    topology_->report.emplace(topology::ProbeTopology(*system, options));
+  });
+  return *topology_->report;
+}
 
 const char* ToString(CheckStatus status) {
   switch (status) {
@@ -29,6 +51,8 @@ CheckRegistry CheckRegistry::BuiltIn() {
   CheckRegistry registry;
   RegisterNodeChecks(registry);
   RegisterTopologyChecks(registry);
+  RegisterGpuChecks(registry);
+  RegisterFabricChecks(registry);
   return registry;
 }
 

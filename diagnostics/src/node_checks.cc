@@ -21,34 +21,20 @@
 #include "commkit/common/dynamic_library.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/check.h"
+#include "check_support.h"
 #include "commkit/topology/netif.h"
 
 extern char** environ;
 
 namespace commkit::diagnostics {
-namespace {
+namespace internal {
 
-using Ctx = CheckContext;
-
-std::string FactOr(const Ctx& ctx, std::string_view name, const std::function<std::string()>& produce) {
+std::string FactOr(const CheckContext& ctx, std::string_view name, const std::function<std::string()>& produce) {
   Result<std::string> v = ctx.system->Fact(name, [&]() -> Result<std::string> { return produce(); });
   return v.ok() ? *v : StrCat("error: ", v.status().message());
 }
 
-// Runs a shell command with a bounded runtime (`timeout 2`), returns its stdout (at most 1 MiB).
-std::string RunBounded(const std::string& command) {
-  std::string full = "timeout 2 " + command + " 2>/dev/null";
-  FILE* pipe = popen(full.c_str(), "r");
-  if (pipe == nullptr) return "error: popen failed";
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0 && out.size() < (1u << 20)) out.append(buf, n);
-  pclose(pipe);
-  return out;
-}
-
-std::map<std::string, std::string> Env(const Ctx& ctx) {
+std::map<std::string, std::string> NodeEnv(const CheckContext& ctx) {
   std::string text = FactOr(ctx, "env", [] {
     std::vector<std::string> lines;
     for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -67,6 +53,27 @@ std::map<std::string, std::string> Env(const Ctx& ctx) {
     if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
   }
   return env;
+}
+
+}  // namespace internal
+
+namespace {
+
+using Ctx = CheckContext;
+using internal::FactOr;
+std::map<std::string, std::string> Env(const Ctx& ctx) { return internal::NodeEnv(ctx); }
+
+// Runs a shell command with a bounded runtime (`timeout 2`), returns its stdout (at most 1 MiB).
+std::string RunBounded(const std::string& command) {
+  std::string full = "timeout 2 " + command + " 2>/dev/null";
+  FILE* pipe = popen(full.c_str(), "r");
+  if (pipe == nullptr) return "error: popen failed";
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0 && out.size() < (1u << 20)) out.append(buf, n);
+  pclose(pipe);
+  return out;
 }
 
 int GpuCount(const Ctx& ctx) {

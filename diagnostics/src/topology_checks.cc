@@ -1,6 +1,7 @@
 // Topology-based node checks: PCIe links running below capability, ACS redirect on bridges above
-// GPUs (blocks P2P), RDMA port state / RoCE GID type. They probe the machine through the context's
-// SystemView with commkit::topology::ProbeTopology, so captured trees replay.
+// GPUs (blocks P2P), RDMA port state / RoCE GID type. They read the context's shared probe
+// (CheckContext::topology: ProbeTopology through the context's SystemView, once per run), so
+// captured trees replay.
 #include <map>
 #include <set>
 
@@ -17,11 +18,8 @@ CheckOutcome Make(CheckStatus s, std::string summary, std::vector<std::string> e
   return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
 }
 
-Result<ProbeReport> Probe(const CheckContext& ctx) {
-  ProbeOptions o;
-  o.nvml = o.cuda = true;  // P2P matrix and GPU names when a driver is present
-  return ProbeTopology(*ctx.system, o);
-}
+// The run's shared probe (CheckContext::topology): every topology check reads the same report.
+const Result<ProbeReport>& Probe(const CheckContext& ctx) { return ctx.topology(); }
 
 std::string Describe(const Topology& t, NodeId id) {
   const Node& n = t.node(id);
@@ -29,7 +27,7 @@ std::string Describe(const Topology& t, NodeId id) {
 }
 
 CheckOutcome PciLinks(const CheckContext& ctx) {
-  auto rep = Probe(ctx);
+  const auto& rep = Probe(ctx);
   if (!rep.ok()) return Make(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
   const Topology& t = rep->topology;
   std::vector<std::string> ev, bdfs;
@@ -59,7 +57,7 @@ CheckOutcome PciLinks(const CheckContext& ctx) {
 }
 
 CheckOutcome AcsP2p(const CheckContext& ctx) {
-  auto rep = Probe(ctx);
+  const auto& rep = Probe(ctx);
   if (!rep.ok()) return Make(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
   const Topology& t = rep->topology;
   if (t.GpuCount() < 2) return Make(CheckStatus::kSkip, StrCat(t.GpuCount(), " GPU(s): peer access needs two"));
@@ -89,7 +87,7 @@ CheckOutcome AcsP2p(const CheckContext& ctx) {
 }
 
 CheckOutcome RdmaPorts(const CheckContext& ctx) {
-  auto rep = Probe(ctx);
+  const auto& rep = Probe(ctx);
   if (!rep.ok()) return Make(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
   const Topology& t = rep->topology;
   std::vector<std::string> ev, down;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "test_support.h"
@@ -22,6 +24,38 @@ TEST(GpudoctorCliTest, ExitCodes) {
   EXPECT_EQ(RunCommand(Doctor() + " --help").exit_code, 0);
   EXPECT_EQ(RunCommand(Doctor() + " --only no.such.check 2>/dev/null").exit_code, 3);
   EXPECT_EQ(RunCommand(Doctor() + " --from " + Data("host-xid79") + " --only kernel").exit_code, 2);
+}
+
+// On a machine without a GPU driver or EFA (this project's CI), the NVML and EFA checks skip and say why.
+TEST(GpudoctorCliTest, GpuAndEfaChecksSkipCleanlyWithoutHardware) {
+  std::error_code ec;
+  const bool gpus = std::filesystem::exists("/proc/driver/nvidia/gpus", ec) && !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec);
+  if (gpus || std::filesystem::exists("/sys/module/efa", ec))
+    GTEST_SKIP() << "this machine has an NVIDIA GPU or EFA: the checks would run for real";
+  auto r = RunCommand(Doctor() + " --json --only gpu.nvlink,gpu.ecc,gpu.clocks,net.efa 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  ASSERT_EQ(doc["checks"].size(), 4u) << r.output;
+  for (auto& c : doc["checks"]) {
+    EXPECT_EQ(c["result"], "skip") << c.dump();
+    const std::string summary = c["summary"];
+    EXPECT_TRUE(summary.find("no NVIDIA driver: ") == 0 || summary.find("no EFA device") == 0) << summary;
+  }
+}
+
+TEST(GpudoctorCliTest, BenchRunsLocallyAndRefusesReplay) {
+  EXPECT_EQ(RunCommand(Doctor() + " --bench --from " + Data("host-xid79") + " 2>/dev/null").exit_code, 3);
+  auto r = RunCommand(Doctor() + " --bench --json --only shm.size 2>&1");
+  ASSERT_TRUE(nlohmann::json::accept(r.output)) << r.output;
+  auto doc = nlohmann::json::parse(r.output);
+  EXPECT_EQ(r.exit_code, doc["exit_code"].get<int>());
+  ASSERT_TRUE(doc.contains("bench")) << r.output;
+  ASSERT_FALSE(doc["bench"]["rows"].empty()) << r.output;
+  EXPECT_EQ(doc["bench"]["rows"][0]["backend"], "host");
+  for (auto& row : doc["bench"]["rows"]) {
+    EXPECT_TRUE(row["correct"].get<bool>()) << row.dump();
+    EXPECT_GT(row["pred_busbw_gbps"].get<double>(), 0) << row.dump();
+  }
 }
 
 TEST(GpudoctorCliTest, JsonListAndNoColor) {

@@ -11,12 +11,14 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "commkit/comm/rendezvous.h"
 #include "commkit/comm/tcp_store.h"
 #include "commkit/diagnostics/check.h"
 #include "commkit/diagnostics/cluster.h"
 #include "commkit/diagnostics/explain.h"
+#include "commkit/diagnostics/local_bench.h"
 #include "commkit/diagnostics/snapshot.h"
 
 namespace dx = commkit::diagnostics;
@@ -50,6 +52,10 @@ int main(int argc, char** argv) {
   app.add_flag("--list", list, "List the checks (id, category, title) and exit");
   app.add_option("--from", from, "Replay a snapshot (directory or .tar.gz) instead of reading this machine");
   app.add_flag("--no-color", no_color, "Never color the output (also NO_COLOR)");
+  bool bench = false;
+  app.add_flag("--bench", bench,
+               "After the checks, a short local all-reduce (2 ranks as threads; host then gloo; 1 KiB..16 MiB; "
+               "a few seconds) with busbw next to the topology cost model's prediction");
 
   CLI::App* explain = app.add_subcommand("explain", "Explain an NCCL / PyTorch log (FILE or - for stdin)");
   std::string log_file;
@@ -212,6 +218,10 @@ int main(int argc, char** argv) {
     std::cerr << "gpudoctor: --only selects no check (see gpudoctor --list)\n";
     return kUsageError;
   }
+  if (!from.empty() && bench) {
+    std::cerr << "gpudoctor: --bench measures this machine; it cannot be combined with --from\n";
+    return kUsageError;
+  }
   if (!from.empty()) {
     auto snap = dx::SnapshotView::Open(from);
     if (!snap.ok()) {
@@ -223,6 +233,23 @@ int main(int argc, char** argv) {
     return report.ExitCode();
   }
   dx::Report report = dx::RunChecks(registry, dx::CheckContext{commkit::SystemView::Live()}, selection);
-  Print(report, json, UseColor(no_color));
-  return report.ExitCode();
+  if (!bench) {
+    Print(report, json, UseColor(no_color));
+    return report.ExitCode();
+  }
+  auto result = dx::RunLocalBench();
+  if (!result.ok()) {
+    std::cerr << result.status().ToString() << "\n";
+    return kUsageError;
+  }
+  if (json) {
+    nlohmann::json doc = nlohmann::json::parse(report.ToJson());
+    doc["bench"] = nlohmann::json::parse(result->ToJson());
+    if (!result->AllCorrect()) doc["exit_code"] = 2;
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << report.ToText(UseColor(no_color)) << result->ToText();
+  }
+  // A wrong all-reduce result is a failure of this node's comm stack.
+  return result->AllCorrect() ? report.ExitCode() : 2;
 }

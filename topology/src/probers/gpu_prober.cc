@@ -129,17 +129,25 @@ std::string NvmlFact() {
       unsigned v = 0;
       if (auto f = pcie_fn(fn_name); f && f(d, &v) == 0) g[key] = v;
     }
-    json links = json::array();
+    // nvmlDeviceGetNvLinkState answers NVML_ERROR_NOT_SUPPORTED / INVALID_ARGUMENT for link indices
+    // this GPU does not have: only indices it answers for are recorded, active or not.
+    json links = json::array(), states = json::array();
     for (unsigned l = 0; nvl_state_fn && l < kNvLinkMaxLinks; ++l) {
       int active = 0;
-      if (nvl_state_fn(d, l, &active) != 0 || !active) continue;
-      NvmlPciInfo remote{};
-      if (nvl_remote_fn && nvl_remote_fn(d, l, &remote) == 0)
-        links.push_back(std::string(remote.bus_id, strnlen(remote.bus_id, sizeof(remote.bus_id))));
-      else
-        links.push_back("");
+      if (nvl_state_fn(d, l, &active) != 0) continue;
+      json link = {{"link", l}, {"active", active != 0}};
+      if (active) {
+        NvmlPciInfo remote{};
+        std::string remote_bus;
+        if (nvl_remote_fn && nvl_remote_fn(d, l, &remote) == 0)
+          remote_bus = std::string(remote.bus_id, strnlen(remote.bus_id, sizeof(remote.bus_id)));
+        links.push_back(remote_bus);
+        link["remote_bus_id"] = remote_bus;
+      }
+      states.push_back(std::move(link));
     }
     g["nvlink_remote_bus_ids"] = links;
+    g["nvlinks"] = states;
     gpus.push_back(g);
   }
   j["gpus"] = gpus;
@@ -233,6 +241,13 @@ Status ParseNvmlFact(std::string_view text, GpuRuntimeInfo& out) {
       gpu.pcie_max_gen = g.value("pcie_max_gen", 0);
       gpu.pcie_max_width = g.value("pcie_max_width", 0);
       gpu.nvlink_remote_bus_ids = g.value("nvlink_remote_bus_ids", std::vector<std::string>{});
+      for (const auto& l : g.value("nvlinks", json::array())) {
+        NvmlGpu::NvLink link;
+        link.link = l.value("link", 0);
+        link.active = l.value("active", false);
+        link.remote_bus_id = l.value("remote_bus_id", "");
+        gpu.nvlinks.push_back(std::move(link));
+      }
       out.gpus.push_back(std::move(gpu));
     }
     out.p2p_read = j.value("p2p_read", std::vector<std::vector<std::string>>{});

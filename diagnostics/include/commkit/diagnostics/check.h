@@ -1,5 +1,6 @@
-// gpudoctor check framework: a Check reads the machine only through CheckContext (a SystemView and,
-// once merged, the probed topology), and returns a CheckOutcome with evidence and a paste-able fix.
+// gpudoctor check framework: a Check reads the machine only through CheckContext (a SystemView and
+// the probed topology, shared by every check of a run), and returns a CheckOutcome with evidence and
+// a paste-able fix.
 // Checks are registered in a CheckRegistry; RunChecks runs the selected ones (synchronously, in
 // registration order) and Report renders text or JSON. Not thread-safe while registering.
 #pragma once
@@ -9,17 +10,37 @@
 #include <string>
 #include <vector>
 
+#include "commkit/common/status.h"
 #include "commkit/common/system_view.h"
+
+namespace commkit::topology {
+struct ProbeReport;  // commkit/topology/probe.h
+}  // namespace commkit::topology
 
 namespace commkit::diagnostics {
 
 enum class CheckStatus { kPass, kWarn, kFail, kSkip };
 const char* ToString(CheckStatus status);
 
-// What a check reads. `system` is never null. Topology-based checks will receive the probed topology
-// here (added by the lead when merging the topology module) — add a member, not a parameter.
-struct CheckContext {
-  std::shared_ptr<SystemView> system;
+// What a check reads. `system` is never null (programmer error otherwise).
+// Copies share the topology cache, so a context passed around (cluster mode) still probes once.
+class CheckContext {
+ public:
+  // Implicit: `CheckContext{SystemView::Live()}`.
+  CheckContext(std::shared_ptr<SystemView> system);  // NOLINT(google-explicit-constructor)
+
+  std::shared_ptr<SystemView> system;  // do not reassign after topology() was called
+
+  // The machine as topology::ProbeTopology(*system) sees it (NVML and CUDA facts included): probed on
+  // the first call, then the same object for every later call on this context or its copies.
+  // Thread-safe (std::call_once); blocks while the first caller probes. Include
+  // "commkit/topology/probe.h" to use the result. An error means the probe itself failed; missing
+  // drivers or devices are ProberStatus entries inside an ok report.
+  const Result<topology::ProbeReport>& topology() const;
+
+ private:
+  struct TopologyCache;
+  std::shared_ptr<TopologyCache> topology_;
 };
 
 struct CheckOutcome {
@@ -84,5 +105,9 @@ Report RunChecks(const CheckRegistry& registry, const CheckContext& context, con
 void RegisterNodeChecks(CheckRegistry& registry);
 // Registers the topology-based checks (pci.link, p2p.acs, rdma.ports; topology_checks.cc).
 void RegisterTopologyChecks(CheckRegistry& registry);
+// Registers the GPU health checks from NVML facts (gpu.nvlink, gpu.ecc, gpu.clocks; gpu_checks.cc).
+void RegisterGpuChecks(CheckRegistry& registry);
+// Registers the fabric checks (net.efa; efa_check.cc).
+void RegisterFabricChecks(CheckRegistry& registry);
 
 }  // namespace commkit::diagnostics

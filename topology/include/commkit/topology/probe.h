@@ -64,6 +64,14 @@ struct NvmlGpu {
   std::optional<std::uint64_t> clocks_event_reasons;
   int pcie_gen = 0, pcie_width = 0, pcie_max_gen = 0, pcie_max_width = 0;
   std::vector<std::string> nvlink_remote_bus_ids;  // one per active link
+  // Every NVLink index NVML reports a state for (the links this GPU has; unsupported indices are
+  // left out), active or not. Empty when NVML gave no state (PCIe-only GPU, or an older fact).
+  struct NvLink {
+    int link = 0;
+    bool active = false;
+    std::string remote_bus_id;  // active links only, when NVML reports it
+  };
+  std::vector<NvLink> nvlinks;
 };
 
 struct GpuRuntimeInfo {
