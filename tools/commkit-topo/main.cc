@@ -77,7 +77,15 @@ nlohmann::json ReportJson(const ProbeReport& r) {
   j["system"] = {{"hypervisor", r.system.hypervisor}, {"pci_tree_flat", r.system.pci_tree_flat}, {"iommu_present", r.system.iommu_present},
                  {"iommu_passthrough", r.system.iommu_passthrough}, {"acs_enabled_bridges", r.system.acs_enabled_bridges},
                  {"nvswitch", r.system.nvswitch_present}, {"efa", r.system.efa_present}, {"nvidia_peermem", r.system.nvidia_peermem},
-                 {"uverbs", r.system.uverbs}, {"cpu_vendor", r.system.cpu_vendor}, {"cpu_model", r.system.cpu_model}};
+                 {"uverbs", r.system.uverbs}, {"cpu_vendor", r.system.cpu_vendor}, {"cpu_model", r.system.cpu_model},
+                 {"packages", r.system.packages}, {"numa_unknown", r.system.numa_unknown}, {"hwloc_version", r.system.hwloc_version}};
+  j["numa"] = json::array();
+  for (const auto& n : r.numa)
+    j["numa"].push_back({{"os_index", n.os_index}, {"package", n.package}, {"cpulist", n.cpulist}, {"memory_bytes", n.memory_bytes},
+                         {"source", n.source}});
+  j["locality"] = json::array();
+  for (const auto& l : r.locality)
+    j["locality"].push_back({{"bus_id", l.bus_id}, {"label", l.label}, {"numa", l.numa_id}, {"cpulist", l.cpulist}, {"source", l.source}});
   j["driver_version"] = r.gpu.driver_version;
   j["probers"] = json::array();
   for (const auto& p : r.probers) j["probers"].push_back({{"name", p.name}, {"state", ToString(p.state)}, {"detail", p.detail}});
@@ -104,6 +112,23 @@ void PrintShow(const ProbeReport& r) {
     const Node& n = r.topology.node(id);
     std::cout << "  " << n.nic.name << "  " << ToString(n.nic.kind) << "  " << n.pci.bus_id << "  " << n.nic.SpeedGbps() << " Gb/s"
               << (n.nic.netdevs.empty() ? "" : "  netdev " + Join(n.nic.netdevs, ",")) << "\n";
+  }
+  if (!r.numa.empty()) {
+    std::cout << "NUMA:" << (r.system.packages > 0 ? StrCat(" ", r.system.packages, " package(s)") : "") << "\n";
+    for (const auto& n : r.numa) {
+      std::cout << "  node" << n.os_index << (n.package >= 0 ? StrCat("  package ", n.package) : "") << "  CPUs "
+                << (n.cpulist.empty() ? "?" : n.cpulist)
+                << (n.memory_bytes ? "  " + HumanBytes(static_cast<double>(n.memory_bytes)) : "") << "  (" << n.source << ")\n";
+    }
+  }
+  if (!r.locality.empty()) {
+    std::cout << "device locality:\n";
+    for (const auto& l : r.locality) {
+      std::cout << "  " << l.label << "  " << l.bus_id << "  "
+                << (l.numa_id >= 0 ? StrCat("NUMA ", l.numa_id, "  CPUs ", l.cpulist.empty() ? "?" : l.cpulist, "  (", l.source, ")")
+                                   : std::string("NUMA unknown (sysfs numa_node -1, hwloc could not tell)"))
+                << "\n";
+    }
   }
   std::cout << "interfaces:\n";
   for (const auto& i : r.network.interfaces) {

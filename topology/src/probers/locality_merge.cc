@@ -225,6 +225,8 @@ class Merger {
       }
     } else if (auto existing = in.pci.bus_id.empty() ? std::nullopt : topo_.FindByBusId(in.pci.bus_id)) {
       out = *existing;
+    } else if (auto bridge = in.kind == NodeKind::kHostBridge ? SysfsHostBridge(in.label) : std::nullopt) {
+      out = *bridge;
     } else {
       Node n = in;
       n.parent = in.parent == kNoNode ? kNoNode : Graft(in.parent);
@@ -240,6 +242,19 @@ class Merger {
     }
     grafted_[iid] = out;
     return out;
+  }
+
+  // The sysfs walker's host bridge ("pci0000:80") for an imported one ("HostBridge 0000:[80-8f]").
+  std::optional<NodeId> SysfsHostBridge(std::string_view label) const {
+    constexpr std::string_view kPrefix = "HostBridge ";
+    if (!StartsWith(label, kPrefix)) return std::nullopt;
+    const std::string_view range = label.substr(kPrefix.size());  // "0000:[80-8f]"
+    const auto open = range.find(":[");
+    if (open == std::string_view::npos || range.size() < open + 4) return std::nullopt;
+    const std::string want = ToLower(StrCat("pci", range.substr(0, open), ":", range.substr(open + 2, 2)));
+    for (NodeId id : topo_.NodesOfKind(NodeKind::kHostBridge))
+      if (topo_.node(id).label == want) return id;
+    return std::nullopt;
   }
 
   DeviceLocality& LocalityEntry(const Node& n) {
