@@ -17,11 +17,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/advisor.h"
 #include "commkit/topology/export.h"
+#include "commkit/topology/hwloc.h"
 #include "commkit/topology/import.h"
 #include "commkit/topology/probe.h"
 
@@ -150,6 +152,25 @@ void PrintShow(const ProbeReport& r) {
   for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
 }
 
+// `--from lstopo.xml`: NUMA nodes, packages and device locality from the file, without changing the
+// imported topology (the merge runs on a scratch copy).
+void AddHwlocLocality(const fs::path& path, ProbeReport& report) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ProbeReport scratch;
+  scratch.topology = report.topology;
+  if (auto m = MergeHwloc(text, scratch, path.string()); !m.ok()) {
+    report.warnings.push_back(StrCat("hwloc locality: ", m.status().message()));
+    return;
+  }
+  report.numa = std::move(scratch.numa);
+  report.locality = std::move(scratch.locality);
+  for (auto& l : report.locality)
+    if (auto id = report.topology.FindByBusId(l.bus_id)) l.label = report.topology.node(*id).label;
+  report.system.packages = scratch.system.packages;
+  report.system.hwloc_version = scratch.system.hwloc_version;
+}
+
 bool WriteOut(const std::string& path, const std::string& text) {
   if (path.empty() || path == "-") {
     std::cout << text;
@@ -219,6 +240,7 @@ int main(int argc, char** argv) {
       }
       report.emplace();
       report->topology = std::move(*t);
+      if (report->topology.metadata().source == TopologySource::kHwlocXml) AddHwlocLocality(src, *report);
     }
   }
   if (cap->parsed()) {

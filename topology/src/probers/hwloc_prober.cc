@@ -31,6 +31,18 @@ class TopologyHandle {
   bool ok_ = false;
 };
 
+// hwloc loads its plugins (dlopen) when the first topology is initialised and unloads them (dlclose)
+// when the last one is destroyed. An initialised, never-loaded topology kept for the life of the
+// process keeps them loaded: repeated probes do not reload them, and what the plugins allocate stays
+// reachable (LeakSanitizer cannot follow pointers held in an unloaded module's data).
+void KeepPluginsLoaded() {
+  static const bool kept = [] {
+    static hwloc_topology_t keeper{};
+    return hwloc_topology_init(&keeper) == 0;
+  }();
+  (void)kept;
+}
+
 }  // namespace
 
 HwlocSnapshot HwlocSnapshotLive() {
@@ -42,6 +54,7 @@ HwlocSnapshot HwlocSnapshotLive() {
                      ".x; install the matching libhwloc or rebuild commkit");
     return s;
   }
+  KeepPluginsLoaded();
   TopologyHandle topo;
   if (topo.Init() != 0) {
     s.error = StrCat("hwloc_topology_init: ", std::strerror(errno));
