@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "commkit/common/config.h"
+#include "commkit/topology/advisor.h"
 #include "commkit/topology/json.h"
 #include "commkit/topology/path.h"
 #include "test_support.h"
@@ -216,6 +217,30 @@ TEST(Hwloc, ReplayFillsNumaWhereSysfsSaysMinusOne) {
   auto sys = ClassifyPath(t, *t.FindByBusId("0000:03:00.0"), nic_id);
   ASSERT_TRUE(sys.ok());
   EXPECT_EQ(sys->type, PathType::kSys);
+}
+
+TEST(Hwloc, TopoFileAdviceSaysWhenHwlocPlacedEveryDevice) {
+  TempDir dir;
+  MakeTwoSocketVm(dir);
+  {
+    auto rep = ProbeTopology(*SystemView::Replay(dir.path()), ReplayOptions());
+    ASSERT_TRUE(rep.ok());
+    const Recommendation* topo_file = Advise(*rep, {}).Find("NCCL_TOPO_FILE");
+    ASSERT_NE(topo_file, nullptr);
+    EXPECT_NE(topo_file->reason.find("bare-metal twin"), std::string::npos) << "ens5 is still unplaced";
+  }
+  // The same machine where hwloc can place ens5 too (Machine nodeset = node 0).
+  std::string xml = kTwoSocketXml;
+  const std::string from = "nodeset=\"0x00000003\" complete_nodeset";
+  ASSERT_NE(xml.find(from), std::string::npos);
+  xml.replace(xml.find(from), from.size(), "nodeset=\"0x00000001\" complete_nodeset");
+  Tree(dir).Fact("hwloc.xml", xml);
+  auto rep = ProbeTopology(*SystemView::Replay(dir.path()), ReplayOptions());
+  ASSERT_TRUE(rep.ok());
+  EXPECT_EQ(rep->LocalityOf("0000:00:05.0")->numa_id, 0);
+  const Recommendation* topo_file = Advise(*rep, {}).Find("NCCL_TOPO_FILE");
+  ASSERT_NE(topo_file, nullptr);
+  EXPECT_NE(topo_file->reason.find("from this host (hwloc placed"), std::string::npos) << topo_file->reason;
 }
 
 TEST(Hwloc, WithoutHwlocFactsNumaStaysUnknown) {
