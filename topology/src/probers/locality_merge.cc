@@ -115,6 +115,8 @@ class Merger {
       : imp_(imported), loc_(loc), r_(report), topo_(report.topology) {}
 
   HwlocMergeStats Run() {
+    for (const Node& n : topo_.nodes())
+      if (!n.pci.bus_id.empty()) by_bus_.emplace(CanonicalBusId(n.pci.bus_id), n.id);
     stats_.numa_nodes = static_cast<int>(loc_.numa.size());
     if (loc_.packages > 0) r_.system.packages = loc_.packages;
     MergeNuma();
@@ -178,7 +180,7 @@ class Merger {
   void MergeDevices() {
     for (const Node& in : imp_.nodes()) {
       if (!Endpoint(in.kind) || in.pci.bus_id.empty()) continue;
-      if (auto id = topo_.FindByBusId(in.pci.bus_id)) {
+      if (auto id = FindBus(in.pci.bus_id)) {
         AddNames(in, topo_.node(*id));
         continue;
       }
@@ -223,7 +225,7 @@ class Merger {
         c.label = in.cpu.numa_id >= 0 ? StrCat("CPU", in.cpu.numa_id) : "CPU";
         out = topo_.AddNode(std::move(c));
       }
-    } else if (auto existing = in.pci.bus_id.empty() ? std::nullopt : topo_.FindByBusId(in.pci.bus_id)) {
+    } else if (auto existing = FindBus(in.pci.bus_id)) {
       out = *existing;
     } else if (auto bridge = in.kind == NodeKind::kHostBridge ? SysfsHostBridge(in.label) : std::nullopt) {
       out = *bridge;
@@ -238,6 +240,7 @@ class Merger {
         n.label = StrCat("GPU", next);
       }
       out = topo_.AddNode(std::move(n));
+      if (!topo_.node(out).pci.bus_id.empty()) by_bus_.emplace(topo_.node(out).pci.bus_id, out);
       ++stats_.nodes_added;
     }
     grafted_[iid] = out;
@@ -257,11 +260,20 @@ class Merger {
     return std::nullopt;
   }
 
-  DeviceLocality& LocalityEntry(const Node& n) {
-    for (auto& l : r_.locality)
-      if (l.bus_id == n.pci.bus_id) return l;
-    r_.locality.push_back({n.pci.bus_id, n.label, -1, "", ""});
-    return r_.locality.back();
+  std::optional<NodeId> FindBus(std::string_view bus_id) const {
+    if (bus_id.empty()) return std::nullopt;
+    auto it = by_bus_.find(CanonicalBusId(bus_id));
+    if (it == by_bus_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // Index into r_.locality of a device's entry (created unknown when missing).
+  std::size_t LocalityEntry(const Node& n) {
+    const std::string bus = CanonicalBusId(n.pci.bus_id);
+    if (auto it = locality_index_.find(bus); it != locality_index_.end()) return it->second;
+    r_.locality.push_back({bus, n.label, -1, "", ""});
+    locality_index_.emplace(bus, r_.locality.size() - 1);
+    return r_.locality.size() - 1;
   }
 
   // The node right below the CPU on the way up from `id` (a host bridge, or the device itself).
@@ -275,14 +287,20 @@ class Merger {
   }
 
   void MergeLocality() {
+    for (std::size_t i = 0; i < r_.locality.size(); ++i) locality_index_.emplace(CanonicalBusId(r_.locality[i].bus_id), i);
     // Every endpoint gets an entry (sysfs made most; grafted or NVML-only ones start unknown).
     for (const Node& n : topo_.nodes())
       if (Endpoint(n.kind) && !n.pci.bus_id.empty()) LocalityEntry(n);
+    // Host bridges (tops) placed by a device whose NUMA node sysfs knew.
+    std::set<NodeId> pinned;
+    for (const auto& l : r_.locality)
+      if (l.source == "sysfs")
+        if (auto id = FindBus(l.bus_id)) pinned.insert(TopBelowCpu(*id));
     std::map<NodeId, int> moved;  // top node -> NUMA node it was moved under
     for (const HwlocPciLocality& p : loc_.pci) {
-      auto id = topo_.FindByBusId(p.bus_id);
+      auto id = FindBus(p.bus_id);
       if (!id || !Endpoint(topo_.node(*id).kind)) continue;
-      DeviceLocality& l = LocalityEntry(topo_.node(*id));
+      DeviceLocality& l = r_.locality[LocalityEntry(topo_.node(*id))];
       if (p.numa.size() != 1) continue;  // attached to the whole machine: hwloc does not know either
       const int numa = p.numa.front();
       if (l.numa_id >= 0) {
@@ -304,13 +322,7 @@ class Merger {
         if (m->second != numa) Note(StrCat("devices below ", topo_.node(top).label, " are on different NUMA nodes"));
         continue;
       }
-      bool pinned = false;
-      for (const auto& other : r_.locality) {
-        if (other.source != "sysfs") continue;
-        auto oid = topo_.FindByBusId(other.bus_id);
-        if (oid && TopBelowCpu(*oid) == top) pinned = true;
-      }
-      if (pinned || topo_.node(top).parent == *cpu) {
+      if (pinned.count(top) || topo_.node(top).parent == *cpu) {
         moved[top] = numa;
         continue;
       }
@@ -325,6 +337,8 @@ class Merger {
   Topology& topo_;
   HwlocMergeStats stats_;
   std::map<NodeId, NodeId> grafted_;
+  std::map<std::string, NodeId> by_bus_;               // canonical bus id -> probed node
+  std::map<std::string, std::size_t> locality_index_;  // canonical bus id -> r_.locality index
 };
 
 }  // namespace
