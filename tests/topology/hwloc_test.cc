@@ -225,7 +225,8 @@ TEST(Hwloc, TopoFileAdviceSaysWhenHwlocPlacedEveryDevice) {
   {
     auto rep = ProbeTopology(*SystemView::Replay(dir.path()), ReplayOptions());
     ASSERT_TRUE(rep.ok());
-    const Recommendation* topo_file = Advise(*rep, {}).Find("NCCL_TOPO_FILE");
+    const Advice advice = Advise(*rep, {});
+    const Recommendation* topo_file = advice.Find("NCCL_TOPO_FILE");
     ASSERT_NE(topo_file, nullptr);
     EXPECT_NE(topo_file->reason.find("bare-metal twin"), std::string::npos) << "ens5 is still unplaced";
   }
@@ -238,7 +239,8 @@ TEST(Hwloc, TopoFileAdviceSaysWhenHwlocPlacedEveryDevice) {
   auto rep = ProbeTopology(*SystemView::Replay(dir.path()), ReplayOptions());
   ASSERT_TRUE(rep.ok());
   EXPECT_EQ(rep->LocalityOf("0000:00:05.0")->numa_id, 0);
-  const Recommendation* topo_file = Advise(*rep, {}).Find("NCCL_TOPO_FILE");
+  const Advice advice = Advise(*rep, {});
+  const Recommendation* topo_file = advice.Find("NCCL_TOPO_FILE");
   ASSERT_NE(topo_file, nullptr);
   EXPECT_NE(topo_file->reason.find("from this host (hwloc placed"), std::string::npos) << topo_file->reason;
 }
