@@ -149,6 +149,41 @@ TEST(Hwloc, LocalityFromXml) {
   EXPECT_NE(bad.status().message().find("x.xml:1"), std::string::npos) << bad.status().ToString();
 }
 
+// hwloc 1.x layout: NUMANode above Socket, I/O below the NUMANode; node 1 has no nodeset attributes.
+TEST(Hwloc, LocalityFromV1Xml) {
+  constexpr const char* kV1 = R"(<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE topology SYSTEM "hwloc.dtd">
+<topology>
+  <object type="Machine" os_index="0" cpuset="0x0000000f" nodeset="0x00000003">
+    <object type="NUMANode" os_index="0" cpuset="0x00000003" nodeset="0x00000001" local_memory="1000">
+      <object type="Socket" os_index="0" cpuset="0x00000003" nodeset="0x00000001"/>
+      <object type="Bridge" bridge_type="0-1" depth="0" bridge_pci="0000:[00-04]">
+        <object type="PCIDev" pci_busid="0000:02:00.0" pci_type="0200 [8086:1521] [8086:0001] 01"/>
+      </object>
+    </object>
+    <object type="NUMANode" os_index="1" cpuset="0x0000000c" local_memory="2000">
+      <object type="Socket" os_index="1" cpuset="0x0000000c"/>
+      <object type="Bridge" bridge_type="0-1" depth="0" bridge_pci="0000:[80-84]">
+        <object type="PCIDev" pci_busid="0000:81:00.0" pci_type="0302 [10de:1db4] [10de:1214] a1"/>
+      </object>
+    </object>
+  </object>
+</topology>
+)";
+  auto loc = ReadHwlocLocality(kV1);
+  ASSERT_TRUE(loc.ok()) << loc.status().ToString();
+  EXPECT_EQ(loc->packages, 2);
+  ASSERT_EQ(loc->numa.size(), 2u);
+  EXPECT_EQ(loc->numa[0].package, 0);
+  EXPECT_EQ(loc->numa[1].package, 1);
+  EXPECT_EQ(loc->numa[1].cpulist, "2-3");
+  EXPECT_EQ(loc->numa[1].memory_bytes, 2000u);
+  ASSERT_EQ(loc->pci.size(), 2u);
+  EXPECT_EQ(loc->pci[0].numa, std::vector<int>{0});
+  EXPECT_EQ(loc->pci[1].numa, std::vector<int>{1}) << "no nodeset: the NUMANode above decides";
+  EXPECT_EQ(loc->pci[1].cpulist, "2-3");
+}
+
 TEST(Hwloc, ReplayFillsNumaWhereSysfsSaysMinusOne) {
   TempDir dir;
   MakeTwoSocketVm(dir);

@@ -88,6 +88,15 @@ class LocalityReader {
       n.cpuset = o.attribute("cpuset").as_string();
       n.cpulist = IndexesToList(HwlocBitmapIndexes(n.cpuset));
       n.memory_bytes = o.attribute("local_memory").as_ullong(0);
+      if (n.package < 0) {  // v1: the NUMANode holds its Socket
+        int sockets = 0, last = -1;
+        for (pugi::xml_node c : o.children("object")) {
+          const std::string_view ct = c.attribute("type").as_string();
+          if (ct == "Package" || ct == "Socket") ++sockets, last = c.attribute("os_index").as_int(-1);
+        }
+        if (sockets == 1) n.package = last;
+      }
+      if (!o.attribute("nodeset")) ctx.nodeset.clear();  // old v1: the ancestor NUMANode decides
       if (n.os_index >= 0 && std::none_of(out_.numa.begin(), out_.numa.end(), [&](const HwlocNuma& x) { return x.os_index == n.os_index; }))
         out_.numa.push_back(n);
       ctx.numa_ancestor = n.os_index;
