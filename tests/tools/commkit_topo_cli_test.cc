@@ -82,5 +82,33 @@ TEST(CommkitTopoCliLive, ShowDoesNotRepeatProberState) {
   EXPECT_NE(r.output.find("prober "), std::string::npos) << r.output;
 }
 
+// Live show prints NUMA nodes and device locality (from sysfs and hwloc); capture records the hwloc
+// facts, and the replay shows the same NUMA/locality lines.
+TEST(CommkitTopoCliLive, ShowNumaAndCaptureCarriesHwloc) {
+  const std::string bin = (BinDir() / "commkit-topo").string();
+  auto live = RunCommand(bin + " show");
+  ASSERT_EQ(live.exit_code, 0) << live.output;
+  EXPECT_NE(live.output.find("NUMA:"), std::string::npos) << live.output;
+  EXPECT_NE(live.output.find("  node"), std::string::npos) << live.output;
+  EXPECT_NE(live.output.find("prober hwloc: "), std::string::npos) << live.output;
+  TempDir dir;
+  const auto cap = dir.path() / "cap";
+  auto c = RunCommand(bin + " capture " + cap.string());
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  ASSERT_TRUE(std::filesystem::exists(cap / ".commkit/facts/hwloc")) << c.output;
+  const std::string status = Slurp(cap / ".commkit/facts/hwloc");
+  if (status.find("\"available\":true") == std::string::npos) GTEST_SKIP() << "hwloc unavailable: " << status;
+  EXPECT_NE(Slurp(cap / ".commkit/facts/hwloc.xml").find("<topology"), std::string::npos);
+  auto replay = RunCommand(bin + " --from " + cap.string() + " show");
+  ASSERT_EQ(replay.exit_code, 0) << replay.output;
+  auto section = [](const std::string& out) {
+    const auto a = out.find("NUMA:"), b = out.find("interfaces:");
+    return a == std::string::npos || b == std::string::npos ? std::string() : out.substr(a, b - a);
+  };
+  EXPECT_FALSE(section(live.output).empty());
+  EXPECT_EQ(section(live.output), section(replay.output));
+  EXPECT_NE(replay.output.find("prober hwloc: ok"), std::string::npos) << replay.output;
+}
+
 }  // namespace
 }  // namespace commkit::testing

@@ -17,11 +17,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <iostream>
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/advisor.h"
 #include "commkit/topology/export.h"
+#include "commkit/topology/hwloc.h"
 #include "commkit/topology/import.h"
 #include "commkit/topology/probe.h"
 
@@ -77,7 +79,15 @@ nlohmann::json ReportJson(const ProbeReport& r) {
   j["system"] = {{"hypervisor", r.system.hypervisor}, {"pci_tree_flat", r.system.pci_tree_flat}, {"iommu_present", r.system.iommu_present},
                  {"iommu_passthrough", r.system.iommu_passthrough}, {"acs_enabled_bridges", r.system.acs_enabled_bridges},
                  {"nvswitch", r.system.nvswitch_present}, {"efa", r.system.efa_present}, {"nvidia_peermem", r.system.nvidia_peermem},
-                 {"uverbs", r.system.uverbs}, {"cpu_vendor", r.system.cpu_vendor}, {"cpu_model", r.system.cpu_model}};
+                 {"uverbs", r.system.uverbs}, {"cpu_vendor", r.system.cpu_vendor}, {"cpu_model", r.system.cpu_model},
+                 {"packages", r.system.packages}, {"numa_unknown", r.system.numa_unknown}, {"hwloc_version", r.system.hwloc_version}};
+  j["numa"] = json::array();
+  for (const auto& n : r.numa)
+    j["numa"].push_back({{"os_index", n.os_index}, {"package", n.package}, {"cpulist", n.cpulist}, {"memory_bytes", n.memory_bytes},
+                         {"source", n.source}});
+  j["locality"] = json::array();
+  for (const auto& l : r.locality)
+    j["locality"].push_back({{"bus_id", l.bus_id}, {"label", l.label}, {"numa", l.numa_id}, {"cpulist", l.cpulist}, {"source", l.source}});
   j["driver_version"] = r.gpu.driver_version;
   j["probers"] = json::array();
   for (const auto& p : r.probers) j["probers"].push_back({{"name", p.name}, {"state", ToString(p.state)}, {"detail", p.detail}});
@@ -105,6 +115,23 @@ void PrintShow(const ProbeReport& r) {
     std::cout << "  " << n.nic.name << "  " << ToString(n.nic.kind) << "  " << n.pci.bus_id << "  " << n.nic.SpeedGbps() << " Gb/s"
               << (n.nic.netdevs.empty() ? "" : "  netdev " + Join(n.nic.netdevs, ",")) << "\n";
   }
+  if (!r.numa.empty()) {
+    std::cout << "NUMA:" << (r.system.packages > 0 ? StrCat(" ", r.system.packages, " package(s)") : "") << "\n";
+    for (const auto& n : r.numa) {
+      std::cout << "  node" << n.os_index << (n.package >= 0 ? StrCat("  package ", n.package) : "") << "  CPUs "
+                << (n.cpulist.empty() ? "?" : n.cpulist)
+                << (n.memory_bytes ? "  " + HumanBytes(static_cast<double>(n.memory_bytes)) : "") << "  (" << n.source << ")\n";
+    }
+  }
+  if (!r.locality.empty()) {
+    std::cout << "device locality:\n";
+    for (const auto& l : r.locality) {
+      std::cout << "  " << l.label << "  " << l.bus_id << "  "
+                << (l.numa_id >= 0 ? StrCat("NUMA ", l.numa_id, "  CPUs ", l.cpulist.empty() ? "?" : l.cpulist, "  (", l.source, ")")
+                                   : std::string("NUMA unknown (sysfs numa_node -1, hwloc could not tell)"))
+                << "\n";
+    }
+  }
   std::cout << "interfaces:\n";
   for (const auto& i : r.network.interfaces) {
     std::vector<std::string> addrs;
@@ -123,6 +150,25 @@ void PrintShow(const ProbeReport& r) {
     std::cout << "prober " << p.name << ": " << state << (detail.empty() ? "" : " - " + detail) << "\n";
   }
   for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
+}
+
+// `--from lstopo.xml`: NUMA nodes, packages and device locality from the file, without changing the
+// imported topology (the merge runs on a scratch copy).
+void AddHwlocLocality(const fs::path& path, ProbeReport& report) {
+  std::ifstream in(path, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ProbeReport scratch;
+  scratch.topology = report.topology;
+  if (auto m = MergeHwloc(text, scratch, path.string()); !m.ok()) {
+    report.warnings.push_back(StrCat("hwloc locality: ", m.status().message()));
+    return;
+  }
+  report.numa = std::move(scratch.numa);
+  report.locality = std::move(scratch.locality);
+  for (auto& l : report.locality)
+    if (auto id = report.topology.FindByBusId(l.bus_id)) l.label = report.topology.node(*id).label;
+  report.system.packages = scratch.system.packages;
+  report.system.hwloc_version = scratch.system.hwloc_version;
 }
 
 bool WriteOut(const std::string& path, const std::string& text) {
@@ -194,6 +240,7 @@ int main(int argc, char** argv) {
       }
       report.emplace();
       report->topology = std::move(*t);
+      if (report->topology.metadata().source == TopologySource::kHwlocXml) AddHwlocLocality(src, *report);
     }
   }
   if (cap->parsed()) {

@@ -238,8 +238,17 @@ void Efa(const ProbeReport& rep, Builder& b) {
 void Platform(const ProbeReport& rep, Builder& b) {
   const std::size_t gpus = rep.topology.GpuCount();
   if (gpus > 0 && rep.system.hypervisor && (rep.system.pci_tree_flat || rep.system.numa_unknown)) {
+    // hwloc may have placed the devices sysfs left at NUMA -1; then this host's own export is useful.
+    const bool placed_by_hwloc =
+        rep.system.numa_unknown &&
+        std::any_of(rep.locality.begin(), rep.locality.end(), [](const DeviceLocality& l) { return l.source == "hwloc"; }) &&
+        std::none_of(rep.locality.begin(), rep.locality.end(), [](const DeviceLocality& l) { return l.numa_id < 0; });
     b.Add("NCCL_TOPO_FILE", "/etc/nccl/topo.xml",
-          "VM hides the PCIe tree (no switches / NUMA -1): give NCCL the vendor's topology file (or `commkit-topo export --format nccl-xml` from a bare-metal twin)");
+          placed_by_hwloc
+              ? "VM hides the PCIe tree (no switches / NUMA -1 in sysfs): give NCCL the vendor's topology file, or "
+                "`commkit-topo export --format nccl-xml` from this host (hwloc placed every GPU/NIC on its NUMA node)"
+              : "VM hides the PCIe tree (no switches / NUMA -1): give NCCL the vendor's topology file (or `commkit-topo "
+                "export --format nccl-xml` from a bare-metal twin)");
   }
   if (rep.system.nvswitch_present) {
     bool hopper = std::any_of(rep.gpu.gpus.begin(), rep.gpu.gpus.end(), [](const NvmlGpu& g) { return g.sm >= 90; });

@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/probe.h"
+#include "commkit/topology/hwloc.h"
 #include "commkit/topology/libfabric.h"
 #include "commkit/topology/verbs.h"
 
@@ -70,6 +72,56 @@ double RateGbps(const std::string& rate) {  // "100 Gb/sec (4X EDR)"
   return ParseDouble(f[0]).value_or(0);
 }
 
+using AddStatus = std::function<void(std::string, ProberState, std::string)>;
+
+// hwloc's view: live, the snapshot is taken once and recorded as the facts "hwloc" (status) and
+// "hwloc.xml"; replay reads both. Never fails the probe: problems become the prober's status.
+void ProbeHwloc(const SystemView& view, ProbeReport& r, const AddStatus& add_status) {
+  if (view.live() && view.root() != "/") {
+    r.probers.push_back({"hwloc", ProberState::kSkipped,
+                         StrCat("skipped: hwloc reads the real machine; this live view is rooted at ", view.root().string())});
+    return;
+  }
+  std::optional<HwlocSnapshot> live;
+  auto snapshot = [&]() -> const HwlocSnapshot& {
+    if (!live) live = HwlocSnapshotLive();
+    return *live;
+  };
+  auto status_fact = view.Fact("hwloc", [&] { return Result<std::string>(HwlocStatusToJson(snapshot())); });
+  HwlocSnapshot st;
+  if (!status_fact.ok()) {
+    add_status("hwloc", ProberState::kSkipped, StrCat("skipped: ", status_fact.status().message()));
+    return;
+  }
+  if (Status s = ParseHwlocStatus(*status_fact, st); !s.ok()) {
+    add_status("hwloc", ProberState::kFailed, s.ToString());
+    return;
+  }
+  if (!st.available) {
+    if (StartsWith(st.error, "commkit was built without hwloc"))  // a build choice, not a problem
+      r.probers.push_back({"hwloc", ProberState::kSkipped, StrCat("skipped: ", st.error)});
+    else
+      add_status("hwloc", ProberState::kFailed, StrCat("hwloc ", st.version, ": ", st.error));
+    return;
+  }
+  auto xml = view.Fact("hwloc.xml", [&] { return Result<std::string>(snapshot().xml); });
+  if (!xml.ok()) {
+    add_status("hwloc", ProberState::kFailed, StrCat("hwloc.xml: ", xml.status().message()));
+    return;
+  }
+  r.system.hwloc_version = st.version;
+  auto merged = MergeHwloc(*xml, r, view.live() ? "hwloc live export" : (view.root() / ".commkit/facts/hwloc.xml").string());
+  if (!merged.ok()) {
+    add_status("hwloc", ProberState::kFailed, merged.status().ToString());
+    return;
+  }
+  const HwlocMergeStats& m = *merged;
+  add_status("hwloc", ProberState::kOk,
+             StrCat("hwloc ", r.system.hwloc_version, ": ", m.numa_nodes, " NUMA node(s), ", r.system.packages,
+                    " package(s); ", m.devices_localized, " device(s) placed on a NUMA node sysfs did not give, ",
+                    m.nodes_added, " node(s) and ", m.names_added, " name(s) sysfs lacked"));
+}
+
 }  // namespace
 
 std::string_view ToString(ProberState s) {
@@ -92,6 +144,19 @@ bool GidEntry::ipv4_mapped() const {
 const ProberStatus* ProbeReport::Prober(std::string_view name) const {
   for (const auto& p : probers)
     if (p.name == name) return &p;
+  return nullptr;
+}
+
+const DeviceLocality* ProbeReport::LocalityOf(std::string_view bus_id) const {
+  const std::string canon = CanonicalBusId(bus_id);
+  for (const auto& l : locality)
+    if (l.bus_id == canon) return &l;
+  return nullptr;
+}
+
+const NumaNodeInfo* ProbeReport::Numa(int os_index) const {
+  for (const auto& n : numa)
+    if (n.os_index == os_index) return &n;
   return nullptr;
 }
 
@@ -158,6 +223,18 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
         cpu.cpu.affinity_list = Attr(view, StrCat("/sys/devices/system/node/", n, "/cpulist"));
         cpu.cpu.vendor = r.system.cpu_vendor;
         cpu.label = StrCat("CPU", cpu.cpu.numa_id);
+        NumaNodeInfo info;
+        info.os_index = cpu.cpu.numa_id;
+        info.cpulist = cpu.cpu.affinity_list;
+        info.source = "sysfs";
+        // "Node 0 MemTotal:       10840276 kB"
+        if (auto mem = view.ReadFile(StrCat("/sys/devices/system/node/", n, "/meminfo"), 64 << 10); mem.ok()) {
+          for (const auto& line : Split(*mem, '\n', true)) {
+            auto f = Split(line, ' ', true);
+            if (f.size() >= 4 && f[2] == "MemTotal:") info.memory_bytes = static_cast<std::uint64_t>(ParseInt(f[3]).value_or(0)) * 1024;
+          }
+        }
+        r.numa.push_back(std::move(info));
         cpu_of_numa[cpu.cpu.numa_id] = topo.AddNode(std::move(cpu));
       }
     }
@@ -277,6 +354,16 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
         if (d.numa < 0 && r.system.numa_unknown == false) r.system.numa_unknown = true;
         NodeId id = ensure(d.bdf, d.numa);
         any_endpoint = true;
+        if (!r.LocalityOf(d.bdf)) {
+          DeviceLocality loc;
+          loc.bus_id = d.bdf;
+          loc.numa_id = d.numa;
+          if (d.numa >= 0) {
+            loc.source = "sysfs";
+            loc.cpulist = Attr(view, StrCat(kPciDevices, "/", d.bdf, "/local_cpulist"));
+          }
+          r.locality.push_back(std::move(loc));
+        }
         if (!d.chain.empty()) any_switch_above = true;
         Node& n = topo.node(id);
         if (n.kind == NodeKind::kGpu) {
@@ -506,6 +593,24 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
                  StrCat("libfabric ", f->version, ", ", f->domains.size(), " ", f->provider, " domain(s), ", added,
                         " NIC(s) sysfs lacked"));
     }
+  }
+  // ---- hwloc: NUMA/package/CPU sets and device locality sysfs lacked (facts "hwloc", "hwloc.xml"). ----
+  if (options.hwloc) ProbeHwloc(view, r, add_status);
+  // Locality entries for every GPU/NIC/NVSwitch, in topology order, with current labels.
+  {
+    std::vector<DeviceLocality> ordered;
+    for (const Node& n : topo.nodes()) {
+      if (n.kind != NodeKind::kGpu && n.kind != NodeKind::kNic && n.kind != NodeKind::kNvSwitch) continue;
+      if (n.pci.bus_id.empty()) continue;
+      DeviceLocality loc;
+      if (const DeviceLocality* known = r.LocalityOf(n.pci.bus_id)) loc = *known;
+      loc.bus_id = n.pci.bus_id;
+      loc.label = n.label;
+      if (loc.cpulist.empty() && loc.numa_id >= 0)
+        if (const NumaNodeInfo* numa = r.Numa(loc.numa_id)) loc.cpulist = numa->cpulist;
+      ordered.push_back(std::move(loc));
+    }
+    r.locality = std::move(ordered);
   }
   if (Status s = topo.Validate(); !s.ok()) r.warnings.push_back(StrCat("probed topology is inconsistent: ", s.message()));
   return r;

@@ -1,7 +1,8 @@
 // Live topology probing: sysfs PCI tree, NUMA/CPU, network interfaces and routes, InfiniBand/RoCE/EFA
 // ports and GID tables, GPUDirect modules, NVML and the CUDA driver (both dlopen'ed), all read through
 // a SystemView so `SystemView::StartCapture` records exactly what was read and `SystemView::Replay`
-// reproduces it (NVML and CUDA answers are the JSON facts "nvml" and "cuda").
+// reproduces it (NVML and CUDA answers are the JSON facts "nvml" and "cuda"; hwloc's view is the facts
+// "hwloc" (status JSON) and "hwloc.xml" (the hwloc v2 XML it exported, loadable by `lstopo -i`)).
 //
 // Every prober degrades instead of failing: a missing file, library or permission becomes a warning
 // and a ProberStatus (kSkipped/kFailed with the reason); ProbeTopology fails only on programmer
@@ -29,13 +30,17 @@ struct ProbeOptions {
   bool cuda = true;        // libcuda.so.1 (cuDeviceCanAccessPeer)
   bool verbs = true;       // libibverbs (ports, GID types) merged where sysfs is silent; see verbs.h
   bool libfabric = true;   // libfabric fi_getinfo for the efa provider; see libfabric.h
+  // hwloc (hwloc.h): NUMA nodes with memory, packages, CPU sets, and the NUMA locality of PCI
+  // devices where sysfs says numa_node -1, merged into what the sysfs walker found. On by default;
+  // a build without hwloc records "not built with hwloc" live and still replays captured facts.
+  bool hwloc = true;
 };
 
 enum class ProberState : std::uint8_t { kOk, kSkipped, kFailed };
 std::string_view ToString(ProberState state);
 
 struct ProberStatus {
-  std::string name;    // "pci", "network", "rdma", "nvml", "cuda", "verbs", "libfabric"
+  std::string name;    // "pci", "network", "rdma", "nvml", "cuda", "verbs", "libfabric", "hwloc"
   ProberState state = ProberState::kOk;
   std::string detail;  // "skipped: libnvidia-ml.so.1 not found"
 };
@@ -107,6 +112,26 @@ struct SystemInfo {
   std::string ofi_nccl_plugin;       // path of libnccl-net(-ofi).so when found in the usual places
   std::string cpu_vendor, cpu_model;
   std::string kernel_cmdline;
+  int packages = 0;                  // CPU packages (sockets) per hwloc; 0 unknown
+  std::string hwloc_version;         // hwloc library that produced the "hwloc" fact ("2.9.0"); empty if none
+};
+
+// One NUMA node: CPUs and memory, merged from sysfs (/sys/devices/system/node) and hwloc.
+struct NumaNodeInfo {
+  int os_index = -1;
+  int package = -1;                  // os_index of the package (socket) holding it; -1 unknown
+  std::string cpulist;               // "0-23,48-71"
+  std::uint64_t memory_bytes = 0;    // local memory; 0 unknown
+  std::string source;                // "sysfs", "hwloc", "sysfs+hwloc"
+};
+
+// NUMA/CPU locality of one GPU, NIC or NVSwitch, with where it came from.
+struct DeviceLocality {
+  std::string bus_id;                // canonical
+  std::string label;                 // "GPU0", "eth0"
+  int numa_id = -1;                  // -1: unknown (sysfs numa_node -1 and hwloc could not tell)
+  std::string cpulist;               // CPUs close to the device ("0-23"); empty unknown
+  std::string source;                // "sysfs", "hwloc", or "" when unknown
 };
 
 struct ProbeReport {
@@ -115,9 +140,13 @@ struct ProbeReport {
   std::vector<GidEntry> gids;
   GpuRuntimeInfo gpu;
   SystemInfo system;
+  std::vector<NumaNodeInfo> numa;          // by os_index
+  std::vector<DeviceLocality> locality;    // GPUs, NICs and NVSwitches, in topology order
   std::vector<std::string> warnings;
   std::vector<ProberStatus> probers;
   const ProberStatus* Prober(std::string_view name) const;
+  const DeviceLocality* LocalityOf(std::string_view bus_id) const;
+  const NumaNodeInfo* Numa(int os_index) const;
 };
 
 Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& options = {});
