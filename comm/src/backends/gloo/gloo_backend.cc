@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
 #include <gloo/alltoall.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
@@ -105,12 +107,82 @@ void BySize(DataType dtype, F&& f) {
   }
 }
 
+// Gloo's all-reduce algorithms that commkit uses. kRing and kBcube are the new-style gloo::allreduce
+// (out-of-place capable, per-call tag and timeout); kHalvingDoubling is the old in-place template
+// gloo::AllreduceHalvingDoubling<T> (Debian's libgloo has no new-style halving-doubling).
+enum class GlooAlgorithm { kRing, kHalvingDoubling, kBcube };
+
+std::string_view ToString(GlooAlgorithm a) {
+  switch (a) {
+    case GlooAlgorithm::kRing: return "ring";
+    case GlooAlgorithm::kHalvingDoubling: return "halving_doubling";
+    case GlooAlgorithm::kBcube: return "bcube";
+  }
+  return "?";
+}
+
+// COMMKIT_GLOO_ALGORITHM: "auto" (default) or one algorithm forced for every all-reduce.
+struct GlooAlgorithmChoice {
+  bool automatic = true;
+  GlooAlgorithm forced = GlooAlgorithm::kRing;
+};
+
+Result<GlooAlgorithmChoice> GlooAlgorithmFromEnv() {
+  std::optional<std::string> v;
+  COMMKIT_ASSIGN_OR_RETURN(v, EnvChoice("COMMKIT_GLOO_ALGORITHM", {"auto", "ring", "halving_doubling", "bcube"}));
+  GlooAlgorithmChoice c;
+  if (!v || *v == "auto") return c;
+  c.automatic = false;
+  c.forced = *v == "ring" ? GlooAlgorithm::kRing
+             : *v == "bcube" ? GlooAlgorithm::kBcube
+                             : GlooAlgorithm::kHalvingDoubling;
+  return c;
+}
+
+// The `auto` table: which algorithm for an all-reduce of `bytes` over `ranks` ranks. Halving-doubling
+// up to a per-rank-count size, the new-style ring above it; bcube is never chosen (it did not beat
+// ring consistently anywhere). From scripts/gloo-algorithm-sweep.py on the 2-core development machine,
+// 2026-11-22, 2-4 ranks as processes, 16 B..64 MiB, three repeats (docs/gloo-algorithms.md has the
+// table): halving-doubling took 0.12-0.33x ring's time at 2 ranks up to 1 MiB, 0.26-0.97x at 3 ranks
+// up to 64 KiB and 0.17-0.73x at 4 ranks up to 256 KiB; above those sizes ring was 1.1-3.3x faster.
+// Rank counts beyond 4 were not measured: power-of-two counts take the 4-rank limit, others the
+// 3-rank one (Gloo's halving-doubling folds the ranks outside the largest power-of-two block in with
+// extra steps).
+struct AutoLimit {
+  int ranks;
+  std::size_t max_halving_doubling_bytes;
+};
+constexpr AutoLimit kAutoLimits[] = {{2, std::size_t{1} << 20}, {3, std::size_t{64} << 10}, {4, std::size_t{256} << 10}};
+
+GlooAlgorithm AutoGlooAlgorithm(std::size_t bytes, int ranks) {
+  std::size_t limit = (ranks & (ranks - 1)) == 0 ? kAutoLimits[2].max_halving_doubling_bytes
+                                                 : kAutoLimits[1].max_halving_doubling_bytes;
+  for (const AutoLimit& l : kAutoLimits)
+    if (l.ranks == ranks) limit = l.max_halving_doubling_bytes;
+  return bytes <= limit ? GlooAlgorithm::kHalvingDoubling : GlooAlgorithm::kRing;
+}
+
+// Gloo's old templates take a plain function pointer; commkit's reductions are chosen at run time
+// (dtype x op). The template runs the reduction on the calling thread inside run(), so the function
+// is handed over in a thread-local for the duration of that call.
+thread_local ReduceFunction tls_reduce = nullptr;
+
+template <typename T>
+void ReduceTrampoline(T* x, const T* y, size_t n) {
+  tls_reduce(x, x, y, n);
+}
+
 
 class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context, std::shared_ptr<gloo::transport::Device> device,
-              int rank, int size)
-      : context_(std::move(context)), device_(std::move(device)), rank_(rank), size_(size) {}
+              int rank, int size, GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout)
+      : context_(std::move(context)),
+        device_(std::move(device)),
+        rank_(rank),
+        size_(size),
+        algorithm_(algorithm),
+        pair_timeout_(pair_timeout) {}
 
   std::string_view Name() const override { return "gloo"; }
   // Gloo's unbound-buffer send/recv are safe next to collectives on other threads (slots differ).
@@ -145,21 +217,50 @@ class GlooBackend final : public Backend {
   std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
   std::uint32_t Tag(const CollectiveArgs& a) const { return static_cast<std::uint32_t>(a.sequence & 0x7FFFFFFF); }
 
+  // The algorithm for one all-reduce: the forced one or the `auto` table's, except that the old
+  // halving-doubling template falls back to the new-style ring where it cannot honor the call: its
+  // count is an int, and its waits use the pairs' timeout fixed at connect (the group's default), so
+  // a per-op timeout override goes to the new API, which takes the timeout per call.
+  GlooAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
+    GlooAlgorithm algo = algorithm_.automatic ? AutoGlooAlgorithm(Bytes(a, count), size_) : algorithm_.forced;
+    if (algo == GlooAlgorithm::kHalvingDoubling &&
+        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || size_ < 2))
+      algo = GlooAlgorithm::kRing;
+    return algo;
+  }
+
   // In-place allreduce of `buf` (count elements) with AVG / PREMUL_SUM handled around a SUM.
   void AllreduceInPlace(const CollectiveArgs& a, void* buf, std::size_t count) {
     if (count == 0) return;
     if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, buf, count, a.op.scalar);
-    gloo::AllreduceOptions opts(context_);
-    opts.setTag(Tag(a));
-    opts.setTimeout(a.timeout);
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    BySize(a.dtype, [&](auto t) {
-      using T = decltype(t);
-      opts.setOutput(static_cast<T*>(buf), count);
-    });
     ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
-    opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
-    gloo::allreduce(opts);
+    GlooAlgorithm algo = AlgorithmFor(a, count);
+    if (algo != last_algorithm_) {  // one debug line per change, not per call
+      COMMKIT_LOG_DEBUG("gloo all-reduce: ", ToString(algo), " from ", Bytes(a, count), " bytes at ", size_,
+                        " ranks (", algorithm_.automatic ? "auto" : "forced", ")");
+      last_algorithm_ = algo;
+    }
+    if (algo == GlooAlgorithm::kHalvingDoubling) {
+      BySize(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        gloo::ReductionFunction<T> reduce(gloo::CUSTOM, &ReduceTrampoline<T>);
+        gloo::AllreduceHalvingDoubling<T> hd(context_, {static_cast<T*>(buf)}, static_cast<int>(count), &reduce);
+        tls_reduce = fn;
+        hd.run();
+      });
+    } else {
+      gloo::AllreduceOptions opts(context_);
+      opts.setTag(Tag(a));
+      opts.setTimeout(a.timeout);
+      opts.setAlgorithm(algo == GlooAlgorithm::kBcube ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                                      : gloo::AllreduceOptions::Algorithm::RING);
+      BySize(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        opts.setOutput(static_cast<T*>(buf), count);
+      });
+      opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
+      gloo::allreduce(opts);
+    }
     if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, buf, count, size_);
   }
 
@@ -356,6 +457,9 @@ class GlooBackend final : public Backend {
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::shared_ptr<gloo::transport::Device> device_;
   int rank_, size_;
+  GlooAlgorithmChoice algorithm_;
+  std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
+  std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
 };
 
 // Gloo's tcp pair sets SO_SNDBUF to the largest message it has written so far; a later message just
@@ -421,6 +525,9 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   std::int64_t prime_bytes = 0;
   COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
+  auto algorithm = GlooAlgorithmFromEnv();
+  if (!algorithm.ok())
+    return algorithm.status().WithContext(StrCat(who, ": COMMKIT_GLOO_ALGORITHM selects Gloo's all-reduce algorithm"));
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
@@ -428,8 +535,10 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     GlooStore store(ctx.store, ctx.timeout);
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
-    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes, " bytes");
-    return std::unique_ptr<Backend>(new GlooBackend(context, device, ctx.rank, ctx.size));
+    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
+                     " bytes, all-reduce algorithm ", algorithm->automatic ? "auto" : ToString(algorithm->forced));
+    return std::unique_ptr<Backend>(
+        new GlooBackend(context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout));
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
                                                      " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
