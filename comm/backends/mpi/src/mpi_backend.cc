@@ -201,8 +201,8 @@ class MpiBackend final : public Backend {
  public:
   // `p2p`: run all-reduce, broadcast and barrier on point-to-point messages over a private duplicate
   // of `comm` (see P2pTransport below) instead of MPI's nonblocking collectives. Collective over `comm`.
-  MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p)
-      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)) {
+  MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, std::chrono::microseconds spin)
+      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin) {
     if (p2p && size_ > 1) {
       CallGuard g;
       if (MPI_Comm_dup(comm_, &p2p_comm_) == MPI_SUCCESS) {
@@ -271,7 +271,7 @@ class MpiBackend final : public Backend {
       return Status::Internal(StrCat("mpi backend: MPI_Comm_split placed this rank at ", r, "/", n,
                                      " but the process group expects ", context.rank, "/", context.size));
     }
-    return std::unique_ptr<Backend>(new MpiBackend(child, r, n, context.group_name, p2p_comm_ != MPI_COMM_NULL));
+    return std::unique_ptr<Backend>(new MpiBackend(child, r, n, context.group_name, p2p_comm_ != MPI_COMM_NULL, spin_));
   }
 
   void Abort(std::string_view reason) override {
@@ -299,12 +299,14 @@ class MpiBackend final : public Backend {
     return Clock::now() + (a.timeout.count() > 0 ? a.timeout : milliseconds(600'000));
   }
 
-  // Polls `reqs` until all complete, the deadline passes, or Abort() is called. The first polls spin
-  // on MPI_Test alone (a step of a small collective completes in well under a microsecond on shared
-  // memory), then yield between polls, then sleep with a growing pause up to 1 ms.
+  // Polls `reqs` until all complete, the deadline passes, or Abort() is called. It spins on MPI_Test
+  // alone for `spin_` (COMMKIT_MPI_SPIN_US), then yields between polls, then sleeps with a growing
+  // pause up to 1 ms. Spinning matters: a yield hands the core to any other runnable process, and a
+  // rendezvous-protocol message needs several progress rounds on both sides.
   Status WaitAll(MPI_Request* reqs, int n, const CollectiveArgs& a, Clock::time_point deadline) {
     auto sleep = std::chrono::microseconds(0);
-    for (int spins = 0;; ++spins) {
+    const auto spin_until = Clock::now() + spin_;
+    for (int spins = 0, yields = 0;; ++spins) {
       int flag = 0, rc;
       {
         CallGuard g;
@@ -314,14 +316,16 @@ class MpiBackend final : public Backend {
       if (flag) return Status::Ok();
       if (aborted_.load()) return Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted"));
       if (spins < kPureSpins) continue;
-      if (Clock::now() >= deadline) {
+      const auto now = Clock::now();
+      if (now >= deadline) {
         std::string what = StrCat(ToString(a.kind), " #", a.sequence, " on group ", group_, " (rank ", rank_, "/",
                                   size_, ") did not complete within ", a.timeout.count(), " ms");
         std::lock_guard<std::mutex> lock(state_mu_);
         broken_ = StrCat(what, "; MPI cannot cancel a started collective, so this group cannot be used again");
         return Status::Timeout(StrCat("mpi backend: ", what));
       }
-      if (spins < 2000) {
+      if (now < spin_until) continue;
+      if (yields++ < 2000) {
         std::this_thread::yield();
       } else {
         sleep = std::min<std::chrono::microseconds>(sleep + std::chrono::microseconds(20), std::chrono::microseconds(1000));
@@ -340,20 +344,40 @@ class MpiBackend final : public Backend {
     Transport(MpiBackend& b, const CollectiveArgs& a) : b_(b), a_(a), deadline_(b.DeadlineFor(a)) {}
     Status SendRecv(int to, const void* send, std::size_t send_bytes, int from, void* recv,
                     std::size_t recv_bytes) override {
-      MPI_Request reqs[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+      // Messages up to kSegmentedMax go as segments under Open MPI's shared-memory eager limit (4 KiB
+      // with header): eager sends need no rendezvous round trip. Larger ones go whole (single copy).
+      MPI_Request reqs[2 * kMaxSegments];
       int n = 0, rc = MPI_SUCCESS;
+      const char* call = "MPI_Irecv";
+      auto post = [&](bool is_send, int peer, char* p, std::size_t bytes) {
+        const std::size_t seg = bytes <= kSegmentedMax ? kSegmentBytes : bytes;
+        std::size_t off = 0;
+        do {
+          const std::size_t len = std::min(seg, bytes - off);
+          rc = is_send ? MPI_Isend(p + off, static_cast<int>(len), MPI_BYTE, peer, kTag, b_.p2p_comm_, &reqs[n])
+                       : MPI_Irecv(p + off, static_cast<int>(len), MPI_BYTE, peer, kTag, b_.p2p_comm_, &reqs[n]);
+          if (rc != MPI_SUCCESS) return;
+          ++n;
+          off += len;
+        } while (off < bytes);
+      };
       {
         CallGuard g;
-        if (from >= 0) rc = MPI_Irecv(recv, static_cast<int>(recv_bytes), MPI_BYTE, from, kTag, b_.p2p_comm_, &reqs[n++]);
-        if (rc == MPI_SUCCESS && to >= 0)
-          rc = MPI_Isend(send, static_cast<int>(send_bytes), MPI_BYTE, to, kTag, b_.p2p_comm_, &reqs[n++]);
+        if (from >= 0) post(false, from, static_cast<char*>(recv), recv_bytes);
+        if (rc == MPI_SUCCESS && to >= 0) {
+          call = "MPI_Isend";
+          post(true, to, const_cast<char*>(static_cast<const char*>(send)), send_bytes);
+        }
       }
-      if (rc != MPI_SUCCESS) return b_.Check(rc, a_, from >= 0 && n == 1 ? "MPI_Irecv" : "MPI_Isend");
+      if (rc != MPI_SUCCESS) return b_.Check(rc, a_, call);
       return b_.WaitAll(reqs, n, a_, deadline_);
     }
 
    private:
     static constexpr int kTag = 0;
+    static constexpr std::size_t kSegmentBytes = 4096 - 128;
+    static constexpr std::size_t kSegmentedMax = 8 * kSegmentBytes;
+    static constexpr int kMaxSegments = 8;
     MpiBackend& b_;
     const CollectiveArgs& a_;
     Clock::time_point deadline_;
@@ -585,7 +609,11 @@ class MpiBackend final : public Backend {
   std::mutex state_mu_;
   std::string broken_;  // why the backend is unusable (empty: usable)
   std::atomic<bool> aborted_{false};
+  const std::chrono::microseconds spin_;  // pure MPI_Test spinning before yielding (WaitAll)
 };
+
+// How long a wait spins on MPI_Test before it starts yielding the core (COMMKIT_MPI_SPIN_US).
+constexpr std::int64_t kDefaultSpinUs = 100;
 
 std::string NotLaunchedReason() {
   return "not launched by mpirun/srun (none of OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK is set); start the job "
@@ -607,6 +635,8 @@ Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
     return collectives_env.status().WithContext(
         "mpi backend: COMMKIT_MPI_COLLECTIVES selects how collectives run");
   std::optional<std::string> collectives = collectives_env->value_or("auto");
+  auto spin_us = EnvIntOr("COMMKIT_MPI_SPIN_US", kDefaultSpinUs, 0, 10'000'000);
+  if (!spin_us.ok()) return spin_us.status().WithContext("mpi backend: COMMKIT_MPI_SPIN_US is how long a wait spins");
   COMMKIT_RETURN_IF_ERROR(EnsureInitialized());
   int world_rank = 0, world_size = 0;
   MPI_Comm comm = MPI_COMM_NULL;
@@ -627,7 +657,8 @@ Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
     if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
   if (rc != MPI_SUCCESS) return Status::BackendError(StrCat("mpi backend: MPI_Comm_dup failed: ", MpiError(rc)));
-  return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name, *collectives == "auto"));
+  return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name, *collectives == "auto",
+                                                 std::chrono::microseconds(*spin_us)));
 }
 
 }  // namespace

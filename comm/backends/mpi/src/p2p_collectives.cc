@@ -67,9 +67,17 @@ Status Ring(P2pTransport& t, int rank, int size, const P2pAllreduceArgs& a, char
   // Reduce-scatter: after p-1 steps this rank holds the full reduction of chunk (rank+1) % p.
   for (int s = 0; s < size - 1; ++s) {
     const int send = (rank - s + size) % size, recv = (rank - s - 1 + 2 * size) % size;
+    // In segments, so each received piece is reduced while it is still in cache.
     const char* from = (s == 0 ? in : buf) + off(send) * a.elem_size;
-    COMMKIT_RETURN_IF_ERROR(t.SendRecv(right, from, len(send) * a.elem_size, left, scratch, len(recv) * a.elem_size));
-    a.reduce(buf + off(recv) * a.elem_size, scratch, in + off(recv) * a.elem_size, len(recv));
+    const std::size_t seg = std::max<std::size_t>(1, a.segment_bytes / a.elem_size);
+    for (std::size_t done = 0; done < std::max(len(send), len(recv)); done += seg) {
+      const std::size_t ns = len(send) > done ? std::min(seg, len(send) - done) : 0;
+      const std::size_t nr = len(recv) > done ? std::min(seg, len(recv) - done) : 0;
+      COMMKIT_RETURN_IF_ERROR(
+          t.SendRecv(right, from + done * a.elem_size, ns * a.elem_size, left, scratch, nr * a.elem_size));
+      const std::size_t at = (off(recv) + done) * a.elem_size;
+      if (nr) a.reduce(buf + at, scratch, in + at, nr);
+    }
   }
   // Allgather: pass the reduced chunks around the ring, straight into `buf`.
   for (int s = 0; s < size - 1; ++s) {
@@ -92,7 +100,8 @@ Status P2pAllreduce(P2pTransport& t, int rank, int size, const P2pAllreduceArgs&
   const bool ring = bytes > a.ring_min_bytes && a.count >= static_cast<std::size_t>(size);
   if (!ring && a.in != nullptr && a.in != a.buf) std::memcpy(a.buf, a.in, bytes);
   // The ring receives at most one chunk at a time; recursive doubling a whole buffer.
-  const std::size_t need = ring ? (ChunkOffset(a.count, size, 1) * a.elem_size) : bytes;
+  const std::size_t need =
+      ring ? std::min(ChunkOffset(a.count, size, 1) * a.elem_size, std::max(a.segment_bytes, a.elem_size)) : bytes;
   if (scratch.size() < need) scratch.resize(need);
   return ring ? Ring(t, rank, size, a, scratch.data()) : RecursiveDoubling(t, rank, size, a, scratch.data());
 }

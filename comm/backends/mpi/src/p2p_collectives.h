@@ -34,6 +34,9 @@ struct P2pAllreduceArgs {
   // Above this many bytes (and with at least `size` elements) the ring (reduce-scatter + allgather,
   // 2(p-1)/p of the data per rank) is used instead of recursive doubling (log2 p full exchanges).
   std::size_t ring_min_bytes = 64 << 10;
+  // The ring's reduce-scatter moves each chunk in pieces of at most this many bytes (reduced while
+  // in cache); both sides of a step must use the same value.
+  std::size_t segment_bytes = 256 << 10;
 };
 
 // Recursive doubling (non-power-of-two rank counts fold the extra ranks in and out) or a ring. Every
