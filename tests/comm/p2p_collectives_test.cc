@@ -88,44 +88,44 @@ TEST(P2pCollectives, AllreduceEveryRankCountAlgorithmAndPlacement) {
     for (std::size_t count : {std::size_t{1}, std::size_t{5}, std::size_t{1000}, std::size_t{(1 << 18) + 3}}) {
       for (std::size_t ring_min : {std::size_t{0}, std::size_t{1} << 30}) {  // force ring / recursive doubling
         for (std::size_t segment : {std::size_t{256} << 10, std::size_t{28}}) {  // 28 B: uneven pieces
-        for (bool in_place : {true, false}) {
-          if (segment == 28 && count > 1000) continue;  // thousands of steps: slow, nothing new
-          Fabric fabric(size);
-          std::vector<std::vector<float>> out(static_cast<std::size_t>(size));
-          OnRanks(size, [&](int r) {
-            ThreadTransport t(fabric, r, std::chrono::seconds(30));
-            std::vector<float> in(count), buf(count, -1.0f);
-            for (std::size_t i = 0; i < count; ++i) in[i] = Input(r, i);
-            if (in_place) buf = in;
-            P2pAllreduceArgs a;
-            a.buf = buf.data();
-            a.in = in_place ? nullptr : in.data();
-            a.count = count;
-            a.elem_size = sizeof(float);
-            a.reduce = sum;
-            a.ring_min_bytes = ring_min;
-            a.segment_bytes = segment;
-            std::vector<char> scratch;
-            Status s = P2pAllreduce(t, r, size, a, scratch);
-            EXPECT_TRUE(s.ok()) << s.ToString();
-            if (!in_place) {
-              for (std::size_t i = 0; i < count; ++i) EXPECT_EQ(in[i], Input(r, i)) << "input modified";
+          for (bool in_place : {true, false}) {
+            if (segment == 28 && count > 1000) continue;  // thousands of steps: slow, nothing new
+            Fabric fabric(size);
+            std::vector<std::vector<float>> out(static_cast<std::size_t>(size));
+            OnRanks(size, [&](int r) {
+              ThreadTransport t(fabric, r, std::chrono::seconds(30));
+              std::vector<float> in(count), buf(count, -1.0f);
+              for (std::size_t i = 0; i < count; ++i) in[i] = Input(r, i);
+              if (in_place) buf = in;
+              P2pAllreduceArgs a;
+              a.buf = buf.data();
+              a.in = in_place ? nullptr : in.data();
+              a.count = count;
+              a.elem_size = sizeof(float);
+              a.reduce = sum;
+              a.ring_min_bytes = ring_min;
+              a.segment_bytes = segment;
+              std::vector<char> scratch;
+              Status s = P2pAllreduce(t, r, size, a, scratch);
+              EXPECT_TRUE(s.ok()) << s.ToString();
+              if (!in_place) {
+                for (std::size_t i = 0; i < count; ++i) EXPECT_EQ(in[i], Input(r, i)) << "input modified";
+              }
+              out[static_cast<std::size_t>(r)] = std::move(buf);
+            });
+            for (int r = 0; r < size; ++r) {
+              const auto& v = out[static_cast<std::size_t>(r)];
+              ASSERT_EQ(v.size(), count);
+              for (std::size_t i = 0; i < count; ++i) {
+                float want = 0;
+                for (int q = 0; q < size; ++q) want += Input(q, i);
+                ASSERT_EQ(v[i], want) << "size " << size << " count " << count << " ring_min " << ring_min
+                                      << " segment " << segment
+                                      << (in_place ? " in place" : " out of place") << " rank " << r << " i " << i;
+              }
             }
-            out[static_cast<std::size_t>(r)] = std::move(buf);
-          });
-          for (int r = 0; r < size; ++r) {
-            const auto& v = out[static_cast<std::size_t>(r)];
-            ASSERT_EQ(v.size(), count);
-            for (std::size_t i = 0; i < count; ++i) {
-              float want = 0;
-              for (int q = 0; q < size; ++q) want += Input(q, i);
-              ASSERT_EQ(v[i], want) << "size " << size << " count " << count << " ring_min " << ring_min
-                                    << " segment " << segment
-                                    << (in_place ? " in place" : " out of place") << " rank " << r << " i " << i;
-            }
+            EXPECT_EQ(fabric.Pending(), 0u) << "messages left unreceived";
           }
-          EXPECT_EQ(fabric.Pending(), 0u) << "messages left unreceived";
-        }
         }
       }
     }

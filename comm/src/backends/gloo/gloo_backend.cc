@@ -143,8 +143,9 @@ Result<GlooAlgorithmChoice> GlooAlgorithmFromEnv() {
 // up to a per-rank-count size, the new-style ring above it; bcube is never chosen (it did not beat
 // ring consistently anywhere). From scripts/gloo-algorithm-sweep.py on the 2-core development machine,
 // 2026-11-22, 2-4 ranks as processes, 16 B..64 MiB, three repeats (docs/gloo-algorithms.md has the
-// table): halving-doubling took 0.12-0.33x ring's time at 2 ranks up to 1 MiB, 0.26-0.97x at 3 ranks
-// up to 64 KiB and 0.17-0.73x at 4 ranks up to 256 KiB; above those sizes ring was 1.1-3.3x faster.
+// table): halving-doubling took 0.12-0.33x ring's time at 2 ranks up to 1 MiB and 0.17-0.73x at 4
+// ranks up to 256 KiB (in every repeat at 2 ranks); at 3 ranks the medians were 0.26-1.03x up to
+// 64 KiB and mixed above (noisiest case); at 16-64 MiB ring was 1.3-3.3x faster at every rank count.
 // Rank counts beyond 4 were not measured: power-of-two counts take the 4-rank limit, others the
 // 3-rank one (Gloo's halving-doubling folds the ranks outside the largest power-of-two block in with
 // extra steps).
