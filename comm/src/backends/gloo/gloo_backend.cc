@@ -40,25 +40,30 @@ using std::chrono::milliseconds;
 // Adapts a commkit Store to Gloo's rendezvous store (Gloo expects exceptions).
 class GlooStore final : public gloo::rendezvous::Store {
  public:
-  GlooStore(std::shared_ptr<commkit::Store> store, milliseconds timeout) : store_(std::move(store)), timeout_(timeout) {}
+  // `prefix` separates the keys of several Gloo contexts connected over one store.
+  GlooStore(std::shared_ptr<commkit::Store> store, milliseconds timeout, std::string prefix = "")
+      : store_(std::move(store)), timeout_(timeout), prefix_(std::move(prefix)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    Status s = store_->Set(key, std::string_view(data.data(), data.size()));
+    Status s = store_->Set(prefix_ + key, std::string_view(data.data(), data.size()));
     if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
   }
   std::vector<char> get(const std::string& key) override {
-    auto v = store_->Get(key, timeout_);
+    auto v = store_->Get(prefix_ + key, timeout_);
     if (!v.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + v.status().ToString());
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    Status s = store_->Wait(keys, timeout);
+    std::vector<std::string> prefixed;
+    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
+    Status s = store_->Wait(prefixed, timeout);
     if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
   }
 
  private:
   std::shared_ptr<commkit::Store> store_;
   milliseconds timeout_;
+  std::string prefix_;
 };
 
 // The local address used to reach `host` (no packet is sent: a UDP connect only picks the route).
@@ -144,23 +149,27 @@ Result<GlooAlgorithmChoice> GlooAlgorithmFromEnv() {
 // ring consistently anywhere). From scripts/gloo-algorithm-sweep.py on the 2-core development machine,
 // 2026-11-22, 2-4 ranks as processes, 16 B..64 MiB, three repeats (docs/gloo-algorithms.md has the
 // table): halving-doubling took 0.12-0.33x ring's time at 2 ranks up to 1 MiB and 0.17-0.73x at 4
-// ranks up to 256 KiB (in every repeat at 2 ranks); at 3 ranks the medians were 0.26-1.03x up to
-// 64 KiB and mixed above (noisiest case); at 16-64 MiB ring was 1.3-3.3x faster at every rank count.
-// Rank counts beyond 4 were not measured: power-of-two counts take the 4-rank limit, others the
-// 3-rank one (Gloo's halving-doubling folds the ranks outside the largest power-of-two block in with
-// extra steps).
+// ranks up to 256 KiB (below 1 in every repeat at 2 ranks); at 16-64 MiB ring was 1.3-3.3x faster.
+// Non-power-of-two rank counts always use ring: at 3 ranks halving-doubling's gains were inconsistent
+// between repeats, and once a large ring all-reduce had run in the same job, 16 B-64 KiB
+// halving-doubling calls took 13-19 ms against ring's 4-8 ms (a mixed-size sweep, same day).
+// Power-of-two counts beyond 4 (not measured) take the 4-rank limit.
 struct AutoLimit {
   int ranks;
   std::size_t max_halving_doubling_bytes;
 };
-constexpr AutoLimit kAutoLimits[] = {{2, std::size_t{1} << 20}, {3, std::size_t{64} << 10}, {4, std::size_t{256} << 10}};
+constexpr AutoLimit kAutoLimits[] = {{2, std::size_t{1} << 20}, {4, std::size_t{256} << 10}};
+
+// Largest all-reduce (bytes) `auto` runs with halving-doubling at `ranks` ranks; 0: never.
+std::size_t AutoHalvingDoublingLimit(int ranks) {
+  if (ranks < 2 || (ranks & (ranks - 1)) != 0) return 0;
+  for (const AutoLimit& l : kAutoLimits)
+    if (l.ranks == ranks) return l.max_halving_doubling_bytes;
+  return kAutoLimits[1].max_halving_doubling_bytes;
+}
 
 GlooAlgorithm AutoGlooAlgorithm(std::size_t bytes, int ranks) {
-  std::size_t limit = (ranks & (ranks - 1)) == 0 ? kAutoLimits[2].max_halving_doubling_bytes
-                                                 : kAutoLimits[1].max_halving_doubling_bytes;
-  for (const AutoLimit& l : kAutoLimits)
-    if (l.ranks == ranks) limit = l.max_halving_doubling_bytes;
-  return bytes <= limit ? GlooAlgorithm::kHalvingDoubling : GlooAlgorithm::kRing;
+  return bytes <= AutoHalvingDoublingLimit(ranks) ? GlooAlgorithm::kHalvingDoubling : GlooAlgorithm::kRing;
 }
 
 // Gloo's old templates take a plain function pointer; commkit's reductions are chosen at run time
@@ -176,9 +185,11 @@ void ReduceTrampoline(T* x, const T* y, size_t n) {
 
 class GlooBackend final : public Backend {
  public:
-  GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context, std::shared_ptr<gloo::transport::Device> device,
+  GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context,
+              std::shared_ptr<gloo::rendezvous::Context> hd_context, std::shared_ptr<gloo::transport::Device> device,
               int rank, int size, GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout)
       : context_(std::move(context)),
+        hd_context_(std::move(hd_context)),
         device_(std::move(device)),
         rank_(rank),
         size_(size),
@@ -225,7 +236,7 @@ class GlooBackend final : public Backend {
   GlooAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
     GlooAlgorithm algo = algorithm_.automatic ? AutoGlooAlgorithm(Bytes(a, count), size_) : algorithm_.forced;
     if (algo == GlooAlgorithm::kHalvingDoubling &&
-        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || size_ < 2))
+        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_context_ == nullptr))
       algo = GlooAlgorithm::kRing;
     return algo;
   }
@@ -245,7 +256,7 @@ class GlooBackend final : public Backend {
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
         gloo::ReductionFunction<T> reduce(gloo::CUSTOM, &ReduceTrampoline<T>);
-        gloo::AllreduceHalvingDoubling<T> hd(context_, {static_cast<T*>(buf)}, static_cast<int>(count), &reduce);
+        gloo::AllreduceHalvingDoubling<T> hd(hd_context_, {static_cast<T*>(buf)}, static_cast<int>(count), &reduce);
         tls_reduce = fn;
         hd.run();
       });
@@ -456,6 +467,10 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  // Halving-doubling's own full mesh: the old template's pair buffers and the new-style API's unbound
+  // buffers on the same TCP pairs stalled each other (an auto run mixing them at 3 ranks took 22 ms
+  // per 16 B call and 13.7 s per 16 MiB call, against 1-7 ms and 39 ms for either alone).
+  std::shared_ptr<gloo::rendezvous::Context> hd_context_;
   std::shared_ptr<gloo::transport::Device> device_;
   int rank_, size_;
   GlooAlgorithmChoice algorithm_;
@@ -536,10 +551,20 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     GlooStore store(ctx.store, ctx.timeout);
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+    std::shared_ptr<gloo::rendezvous::Context> hd_context;
+    const bool uses_hd = algorithm->automatic ? AutoHalvingDoublingLimit(ctx.size) > 0
+                                              : algorithm->forced == GlooAlgorithm::kHalvingDoubling;
+    if (ctx.size > 1 && uses_hd) {
+      hd_context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
+      hd_context->setTimeout(ctx.timeout);
+      GlooStore hd_store(ctx.store, ctx.timeout, "hd/");
+      hd_context->connectFullMesh(hd_store, device);
+      PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+    }
     COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
                      " bytes, all-reduce algorithm ", algorithm->automatic ? "auto" : ToString(algorithm->forced));
     return std::unique_ptr<Backend>(
-        new GlooBackend(context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout));
+        new GlooBackend(context, hd_context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout));
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
                                                      " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
