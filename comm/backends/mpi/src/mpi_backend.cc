@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "p2p_collectives.h"
 
 namespace commkit {
 namespace {
@@ -197,8 +199,21 @@ MPI_Op MpiOp(DataType t, ReduceKind kind) {
 
 class MpiBackend final : public Backend {
  public:
-  MpiBackend(MPI_Comm comm, int rank, int size, std::string group)
-      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)) {}
+  // `p2p`: run all-reduce, broadcast and barrier on point-to-point messages over a private duplicate
+  // of `comm` (see P2pTransport below) instead of MPI's nonblocking collectives. Collective over `comm`.
+  MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, std::chrono::microseconds spin)
+      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin) {
+    if (p2p && size_ > 1) {
+      CallGuard g;
+      if (MPI_Comm_dup(comm_, &p2p_comm_) == MPI_SUCCESS) {
+        MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
+      } else {
+        p2p_comm_ = MPI_COMM_NULL;
+        COMMKIT_LOG_WARN("mpi backend: MPI_Comm_dup for point-to-point collectives failed; group ", group_,
+                         " uses MPI's nonblocking collectives");
+      }
+    }
+  }
 
   ~MpiBackend() override {
     int finalized = 0;
@@ -206,6 +221,7 @@ class MpiBackend final : public Backend {
     // A communicator with a pending (timed-out) operation cannot be freed safely: leak it.
     if (!finalized && broken_.empty()) {
       CallGuard g;
+      if (p2p_comm_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm_);
       MPI_Comm_free(&comm_);
     }
   }
@@ -255,7 +271,7 @@ class MpiBackend final : public Backend {
       return Status::Internal(StrCat("mpi backend: MPI_Comm_split placed this rank at ", r, "/", n,
                                      " but the process group expects ", context.rank, "/", context.size));
     }
-    return std::unique_ptr<Backend>(new MpiBackend(child, r, n, context.group_name));
+    return std::unique_ptr<Backend>(new MpiBackend(child, r, n, context.group_name, p2p_comm_ != MPI_COMM_NULL, spin_));
   }
 
   void Abort(std::string_view reason) override {
@@ -279,27 +295,37 @@ class MpiBackend final : public Backend {
                                        MpiError(rc)));
   }
 
-  // Polls `req` until it completes, the deadline passes, or Abort() is called.
-  Status Complete(MPI_Request* req, const CollectiveArgs& a) {
-    const auto deadline = Clock::now() + (a.timeout.count() > 0 ? a.timeout : milliseconds(600'000));
+  Clock::time_point DeadlineFor(const CollectiveArgs& a) const {
+    return Clock::now() + (a.timeout.count() > 0 ? a.timeout : milliseconds(600'000));
+  }
+
+  // Polls `reqs` until all complete, the deadline passes, or Abort() is called. It spins on MPI_Test
+  // alone for `spin_` (COMMKIT_MPI_SPIN_US), then yields between polls, then sleeps with a growing
+  // pause up to 1 ms. Spinning matters: a yield hands the core to any other runnable process, and a
+  // rendezvous-protocol message needs several progress rounds on both sides.
+  Status WaitAll(MPI_Request* reqs, int n, const CollectiveArgs& a, Clock::time_point deadline) {
     auto sleep = std::chrono::microseconds(0);
-    for (int spins = 0;; ++spins) {
+    const auto spin_until = Clock::now() + spin_;
+    for (int spins = 0, yields = 0;; ++spins) {
       int flag = 0, rc;
       {
         CallGuard g;
-        rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        rc = n == 1 ? MPI_Test(reqs, &flag, MPI_STATUS_IGNORE) : MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
       }
       if (rc != MPI_SUCCESS) return Check(rc, a, "MPI_Test");
       if (flag) return Status::Ok();
       if (aborted_.load()) return Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted"));
-      if (Clock::now() >= deadline) {
+      if (spins < kPureSpins) continue;
+      const auto now = Clock::now();
+      if (now >= deadline) {
         std::string what = StrCat(ToString(a.kind), " #", a.sequence, " on group ", group_, " (rank ", rank_, "/",
                                   size_, ") did not complete within ", a.timeout.count(), " ms");
         std::lock_guard<std::mutex> lock(state_mu_);
         broken_ = StrCat(what, "; MPI cannot cancel a started collective, so this group cannot be used again");
         return Status::Timeout(StrCat("mpi backend: ", what));
       }
-      if (spins < 2000) {
+      if (now < spin_until) continue;
+      if (yields++ < 2000) {
         std::this_thread::yield();
       } else {
         sleep = std::min<std::chrono::microseconds>(sleep + std::chrono::microseconds(20), std::chrono::microseconds(1000));
@@ -307,6 +333,63 @@ class MpiBackend final : public Backend {
       }
     }
   }
+  static constexpr int kPureSpins = 64;
+
+  Status Complete(MPI_Request* req, const CollectiveArgs& a) { return WaitAll(req, 1, a, DeadlineFor(a)); }
+
+  // Point-to-point steps for p2p_collectives.h on the private communicator, each polled to the
+  // collective's deadline (one deadline for the whole collective, not per step).
+  class Transport final : public P2pTransport {
+   public:
+    Transport(MpiBackend& b, const CollectiveArgs& a) : b_(b), a_(a), deadline_(b.DeadlineFor(a)) {}
+    Status SendRecv(int to, const void* send, std::size_t send_bytes, int from, void* recv,
+                    std::size_t recv_bytes) override {
+      // Messages up to kSegmentedMax go as segments under Open MPI's shared-memory eager limit (4 KiB
+      // with header): eager sends need no rendezvous round trip. Larger ones go whole (single copy).
+      MPI_Request reqs[2 * kMaxSegments];
+      int n = 0, rc = MPI_SUCCESS;
+      const char* call = "MPI_Irecv";
+      auto post = [&](bool is_send, int peer, char* p, std::size_t bytes) {
+        const std::size_t seg = bytes <= kSegmentedMax ? kSegmentBytes : bytes;
+        std::size_t off = 0;
+        do {
+          const std::size_t len = std::min(seg, bytes - off);
+          rc = is_send ? MPI_Isend(p + off, static_cast<int>(len), MPI_BYTE, peer, kTag, b_.p2p_comm_, &reqs[n])
+                       : MPI_Irecv(p + off, static_cast<int>(len), MPI_BYTE, peer, kTag, b_.p2p_comm_, &reqs[n]);
+          if (rc != MPI_SUCCESS) return;
+          ++n;
+          off += len;
+        } while (off < bytes);
+      };
+      {
+        CallGuard g;
+        if (from >= 0) post(false, from, static_cast<char*>(recv), recv_bytes);
+        if (rc == MPI_SUCCESS && to >= 0) {
+          call = "MPI_Isend";
+          post(true, to, const_cast<char*>(static_cast<const char*>(send)), send_bytes);
+        }
+      }
+      if (rc != MPI_SUCCESS) return b_.Check(rc, a_, call);
+      return b_.WaitAll(reqs, n, a_, deadline_);
+    }
+
+   private:
+    static constexpr int kTag = 0;
+    static constexpr std::size_t kSegmentBytes = 4096 - 128;
+    static constexpr std::size_t kSegmentedMax = 8 * kSegmentBytes;
+    static constexpr int kMaxSegments = 8;
+    MpiBackend& b_;
+    const CollectiveArgs& a_;
+    Clock::time_point deadline_;
+  };
+
+  // Whether this call goes over point-to-point (byte counts must fit MPI's int).
+  bool UseP2p(const CollectiveArgs& a, std::size_t count) const {
+    return p2p_comm_ != MPI_COMM_NULL && count * SizeOf(a.dtype) <= static_cast<std::size_t>(INT_MAX);
+  }
+
+  // The ring's scratch is kept between calls (no page faults per call) up to this size.
+  static constexpr std::size_t kKeepScratchBytes = 64 << 20;
 
   // Runs `start` (which posts one nonblocking call) and waits for it.
   template <typename F>
@@ -359,16 +442,38 @@ class MpiBackend final : public Backend {
       case CollectiveKind::kAllreduce: {
         if (a.count == 0) return Status::Ok();
         const void* in = a.send;
-        if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
-        if (premul) ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
-        COMMKIT_RETURN_IF_ERROR(Post(a, "MPI_Iallreduce", [&](MPI_Request* r) {
-          return MPI_Iallreduce(MPI_IN_PLACE, a.recv, n, type, op, comm_, r);
-        }));
+        if (UseP2p(a, a.count)) {
+          Transport t(*this, a);
+          P2pAllreduceArgs args;
+          if (premul) {
+            if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
+            ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
+          } else if (in != a.recv) {
+            args.in = in;  // out of place: the ring reads the input directly, no copy
+          }
+          args.buf = a.recv;
+          args.count = a.count;
+          args.elem_size = SizeOf(a.dtype);
+          args.reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
+          Status st = P2pAllreduce(t, rank_, size_, args, p2p_scratch_);
+          if (p2p_scratch_.size() > kKeepScratchBytes) std::vector<char>().swap(p2p_scratch_);
+          COMMKIT_RETURN_IF_ERROR(st);
+        } else {
+          if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
+          if (premul) ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
+          COMMKIT_RETURN_IF_ERROR(Post(a, "MPI_Iallreduce", [&](MPI_Request* r) {
+            return MPI_Iallreduce(MPI_IN_PLACE, a.recv, n, type, op, comm_, r);
+          }));
+        }
         if (avg) DivideInPlace(a.dtype, a.recv, a.count, size_);
         return Status::Ok();
       }
       case CollectiveKind::kBroadcast: {
         if (a.count == 0) return Status::Ok();
+        if (UseP2p(a, a.count) && Bytes(a, a.count) <= kP2pBroadcastMaxBytes) {
+          Transport t(*this, a);
+          return P2pBroadcast(t, rank_, size_, a.root, a.recv, Bytes(a, a.count));
+        }
         return Post(a, "MPI_Ibcast", [&](MPI_Request* r) { return MPI_Ibcast(a.recv, n, type, a.root, comm_, r); });
       }
       case CollectiveKind::kReduce: {
@@ -473,6 +578,10 @@ class MpiBackend final : public Backend {
         });
       }
       case CollectiveKind::kBarrier:
+        if (p2p_comm_ != MPI_COMM_NULL) {
+          Transport t(*this, a);
+          return P2pBarrier(t, rank_, size_);
+        }
         return Post(a, "MPI_Ibarrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
       case CollectiveKind::kSend:
       case CollectiveKind::kRecv: {
@@ -488,14 +597,23 @@ class MpiBackend final : public Backend {
     return Status::Internal("mpi backend: unknown collective");
   }
 
+  // Binomial-tree broadcast up to this size; above it MPI_Ibcast (pipelined in libnbc).
+  static constexpr std::size_t kP2pBroadcastMaxBytes = 1 << 20;
+
   MPI_Comm comm_;
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;  // point-to-point collectives (COMMKIT_MPI_COLLECTIVES=auto)
+  std::vector<char> p2p_scratch_;      // collectives run one at a time per backend
   const int rank_;
   const int size_;
   const std::string group_;
   std::mutex state_mu_;
   std::string broken_;  // why the backend is unusable (empty: usable)
   std::atomic<bool> aborted_{false};
+  const std::chrono::microseconds spin_;  // pure MPI_Test spinning before yielding (WaitAll)
 };
+
+// How long a wait spins on MPI_Test before it starts yielding the core (COMMKIT_MPI_SPIN_US).
+constexpr std::int64_t kDefaultSpinUs = 100;
 
 std::string NotLaunchedReason() {
   return "not launched by mpirun/srun (none of OMPI_COMM_WORLD_SIZE, PMIX_RANK, PMI_RANK is set); start the job "
@@ -510,6 +628,15 @@ bool SingletonAllowed() {
 
 Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
   if (Launcher().empty() && !SingletonAllowed()) return Status::Unavailable(StrCat("mpi backend: ", NotLaunchedReason()));
+  // auto: all-reduce, broadcast (<= 1 MiB) and barrier on point-to-point messages; nbc: every
+  // collective as MPI's nonblocking collective (libnbc in Open MPI).
+  auto collectives_env = EnvChoice("COMMKIT_MPI_COLLECTIVES", {"auto", "nbc"});
+  if (!collectives_env.ok())
+    return collectives_env.status().WithContext(
+        "mpi backend: COMMKIT_MPI_COLLECTIVES selects how collectives run");
+  std::optional<std::string> collectives = collectives_env->value_or("auto");
+  auto spin_us = EnvIntOr("COMMKIT_MPI_SPIN_US", kDefaultSpinUs, 0, 10'000'000);
+  if (!spin_us.ok()) return spin_us.status().WithContext("mpi backend: COMMKIT_MPI_SPIN_US is how long a wait spins");
   COMMKIT_RETURN_IF_ERROR(EnsureInitialized());
   int world_rank = 0, world_size = 0;
   MPI_Comm comm = MPI_COMM_NULL;
@@ -530,7 +657,8 @@ Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
     if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
   if (rc != MPI_SUCCESS) return Status::BackendError(StrCat("mpi backend: MPI_Comm_dup failed: ", MpiError(rc)));
-  return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name));
+  return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name, *collectives == "auto",
+                                                 std::chrono::microseconds(*spin_us)));
 }
 
 }  // namespace

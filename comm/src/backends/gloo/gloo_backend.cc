@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/allreduce_halving_doubling.h>
 #include <gloo/alltoall.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
@@ -38,25 +40,30 @@ using std::chrono::milliseconds;
 // Adapts a commkit Store to Gloo's rendezvous store (Gloo expects exceptions).
 class GlooStore final : public gloo::rendezvous::Store {
  public:
-  GlooStore(std::shared_ptr<commkit::Store> store, milliseconds timeout) : store_(std::move(store)), timeout_(timeout) {}
+  // `prefix` separates the keys of several Gloo contexts connected over one store.
+  GlooStore(std::shared_ptr<commkit::Store> store, milliseconds timeout, std::string prefix = "")
+      : store_(std::move(store)), timeout_(timeout), prefix_(std::move(prefix)) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    Status s = store_->Set(key, std::string_view(data.data(), data.size()));
+    Status s = store_->Set(prefix_ + key, std::string_view(data.data(), data.size()));
     if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
   }
   std::vector<char> get(const std::string& key) override {
-    auto v = store_->Get(key, timeout_);
+    auto v = store_->Get(prefix_ + key, timeout_);
     if (!v.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + v.status().ToString());
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
   void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    Status s = store_->Wait(keys, timeout);
+    std::vector<std::string> prefixed;
+    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
+    Status s = store_->Wait(prefixed, timeout);
     if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
   }
 
  private:
   std::shared_ptr<commkit::Store> store_;
   milliseconds timeout_;
+  std::string prefix_;
 };
 
 // The local address used to reach `host` (no packet is sent: a UDP connect only picks the route).
@@ -105,12 +112,89 @@ void BySize(DataType dtype, F&& f) {
   }
 }
 
+// Gloo's all-reduce algorithms that commkit uses. kRing and kBcube are the new-style gloo::allreduce
+// (out-of-place capable, per-call tag and timeout); kHalvingDoubling is the old in-place template
+// gloo::AllreduceHalvingDoubling<T> (Debian's libgloo has no new-style halving-doubling).
+enum class GlooAlgorithm { kRing, kHalvingDoubling, kBcube };
+
+std::string_view ToString(GlooAlgorithm a) {
+  switch (a) {
+    case GlooAlgorithm::kRing: return "ring";
+    case GlooAlgorithm::kHalvingDoubling: return "halving_doubling";
+    case GlooAlgorithm::kBcube: return "bcube";
+  }
+  return "?";
+}
+
+// COMMKIT_GLOO_ALGORITHM: "auto" (default) or one algorithm forced for every all-reduce.
+struct GlooAlgorithmChoice {
+  bool automatic = true;
+  GlooAlgorithm forced = GlooAlgorithm::kRing;
+};
+
+Result<GlooAlgorithmChoice> GlooAlgorithmFromEnv() {
+  std::optional<std::string> v;
+  COMMKIT_ASSIGN_OR_RETURN(v, EnvChoice("COMMKIT_GLOO_ALGORITHM", {"auto", "ring", "halving_doubling", "bcube"}));
+  GlooAlgorithmChoice c;
+  if (!v || *v == "auto") return c;
+  c.automatic = false;
+  c.forced = *v == "ring" ? GlooAlgorithm::kRing
+             : *v == "bcube" ? GlooAlgorithm::kBcube
+                             : GlooAlgorithm::kHalvingDoubling;
+  return c;
+}
+
+// The `auto` table: which algorithm for an all-reduce of `bytes` over `ranks` ranks. Halving-doubling
+// up to a per-rank-count size, the new-style ring above it; bcube is never chosen (it did not beat
+// ring consistently anywhere). From scripts/gloo-algorithm-sweep.py on the 2-core development machine,
+// 2026-11-22, 2-4 ranks as processes, 16 B..64 MiB, three repeats (docs/gloo-algorithms.md has the
+// table): halving-doubling took 0.12-0.33x ring's time at 2 ranks up to 1 MiB and 0.17-0.73x at 4
+// ranks up to 256 KiB (below 1 in every repeat at 2 ranks); at 16-64 MiB ring was 1.3-3.3x faster.
+// Non-power-of-two rank counts always use ring: at 3 ranks halving-doubling's gains were inconsistent
+// between repeats, and once a large ring all-reduce had run in the same job, 16 B-64 KiB
+// halving-doubling calls took 13-19 ms against ring's 4-8 ms (a mixed-size sweep, same day).
+// Power-of-two counts beyond 4 (not measured) take the 4-rank limit.
+struct AutoLimit {
+  int ranks;
+  std::size_t max_halving_doubling_bytes;
+};
+constexpr AutoLimit kAutoLimits[] = {{2, std::size_t{1} << 20}, {4, std::size_t{256} << 10}};
+
+// Largest all-reduce (bytes) `auto` runs with halving-doubling at `ranks` ranks; 0: never.
+std::size_t AutoHalvingDoublingLimit(int ranks) {
+  if (ranks < 2 || (ranks & (ranks - 1)) != 0) return 0;
+  for (const AutoLimit& l : kAutoLimits)
+    if (l.ranks == ranks) return l.max_halving_doubling_bytes;
+  return kAutoLimits[1].max_halving_doubling_bytes;
+}
+
+GlooAlgorithm AutoGlooAlgorithm(std::size_t bytes, int ranks) {
+  return bytes <= AutoHalvingDoublingLimit(ranks) ? GlooAlgorithm::kHalvingDoubling : GlooAlgorithm::kRing;
+}
+
+// Gloo's old templates take a plain function pointer; commkit's reductions are chosen at run time
+// (dtype x op). The template runs the reduction on the calling thread inside run(), so the function
+// is handed over in a thread-local for the duration of that call.
+thread_local ReduceFunction tls_reduce = nullptr;
+
+template <typename T>
+void ReduceTrampoline(T* x, const T* y, size_t n) {
+  tls_reduce(x, x, y, n);
+}
+
 
 class GlooBackend final : public Backend {
  public:
-  GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context, std::shared_ptr<gloo::transport::Device> device,
-              int rank, int size)
-      : context_(std::move(context)), device_(std::move(device)), rank_(rank), size_(size) {}
+  GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context,
+              std::shared_ptr<gloo::rendezvous::Context> hd_context, std::shared_ptr<gloo::transport::Device> device,
+              int rank, int size, GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout)
+      : context_(std::move(context)),
+        hd_context_(std::move(hd_context)),
+        device_(std::move(device)),
+        rank_(rank),
+        size_(size),
+        algorithm_(algorithm),
+        pair_timeout_(pair_timeout) {}
 
   std::string_view Name() const override { return "gloo"; }
   // Gloo's unbound-buffer send/recv are safe next to collectives on other threads (slots differ).
@@ -145,21 +229,50 @@ class GlooBackend final : public Backend {
   std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
   std::uint32_t Tag(const CollectiveArgs& a) const { return static_cast<std::uint32_t>(a.sequence & 0x7FFFFFFF); }
 
+  // The algorithm for one all-reduce: the forced one or the `auto` table's, except that the old
+  // halving-doubling template falls back to the new-style ring where it cannot honor the call: its
+  // count is an int, and its waits use the pairs' timeout fixed at connect (the group's default), so
+  // a per-op timeout override goes to the new API, which takes the timeout per call.
+  GlooAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
+    GlooAlgorithm algo = algorithm_.automatic ? AutoGlooAlgorithm(Bytes(a, count), size_) : algorithm_.forced;
+    if (algo == GlooAlgorithm::kHalvingDoubling &&
+        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_context_ == nullptr))
+      algo = GlooAlgorithm::kRing;
+    return algo;
+  }
+
   // In-place allreduce of `buf` (count elements) with AVG / PREMUL_SUM handled around a SUM.
   void AllreduceInPlace(const CollectiveArgs& a, void* buf, std::size_t count) {
     if (count == 0) return;
     if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, buf, count, a.op.scalar);
-    gloo::AllreduceOptions opts(context_);
-    opts.setTag(Tag(a));
-    opts.setTimeout(a.timeout);
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    BySize(a.dtype, [&](auto t) {
-      using T = decltype(t);
-      opts.setOutput(static_cast<T*>(buf), count);
-    });
     ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
-    opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
-    gloo::allreduce(opts);
+    GlooAlgorithm algo = AlgorithmFor(a, count);
+    if (algo != last_algorithm_) {  // one debug line per change, not per call
+      COMMKIT_LOG_DEBUG("gloo all-reduce: ", ToString(algo), " from ", Bytes(a, count), " bytes at ", size_,
+                        " ranks (", algorithm_.automatic ? "auto" : "forced", ")");
+      last_algorithm_ = algo;
+    }
+    if (algo == GlooAlgorithm::kHalvingDoubling) {
+      BySize(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        gloo::ReductionFunction<T> reduce(gloo::CUSTOM, &ReduceTrampoline<T>);
+        gloo::AllreduceHalvingDoubling<T> hd(hd_context_, {static_cast<T*>(buf)}, static_cast<int>(count), &reduce);
+        tls_reduce = fn;
+        hd.run();
+      });
+    } else {
+      gloo::AllreduceOptions opts(context_);
+      opts.setTag(Tag(a));
+      opts.setTimeout(a.timeout);
+      opts.setAlgorithm(algo == GlooAlgorithm::kBcube ? gloo::AllreduceOptions::Algorithm::BCUBE
+                                                      : gloo::AllreduceOptions::Algorithm::RING);
+      BySize(a.dtype, [&](auto t) {
+        using T = decltype(t);
+        opts.setOutput(static_cast<T*>(buf), count);
+      });
+      opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
+      gloo::allreduce(opts);
+    }
     if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, buf, count, size_);
   }
 
@@ -354,8 +467,15 @@ class GlooBackend final : public Backend {
   }
 
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  // Halving-doubling's own full mesh: the old template's pair buffers and the new-style API's unbound
+  // buffers on the same TCP pairs stalled each other (an auto run mixing them at 3 ranks took 22 ms
+  // per 16 B call and 13.7 s per 16 MiB call, against 1-7 ms and 39 ms for either alone).
+  std::shared_ptr<gloo::rendezvous::Context> hd_context_;
   std::shared_ptr<gloo::transport::Device> device_;
   int rank_, size_;
+  GlooAlgorithmChoice algorithm_;
+  std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
+  std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
 };
 
 // Gloo's tcp pair sets SO_SNDBUF to the largest message it has written so far; a later message just
@@ -421,6 +541,9 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   std::int64_t prime_bytes = 0;
   COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
+  auto algorithm = GlooAlgorithmFromEnv();
+  if (!algorithm.ok())
+    return algorithm.status().WithContext(StrCat(who, ": COMMKIT_GLOO_ALGORITHM selects Gloo's all-reduce algorithm"));
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
@@ -428,8 +551,20 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     GlooStore store(ctx.store, ctx.timeout);
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
-    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes, " bytes");
-    return std::unique_ptr<Backend>(new GlooBackend(context, device, ctx.rank, ctx.size));
+    std::shared_ptr<gloo::rendezvous::Context> hd_context;
+    const bool uses_hd = algorithm->automatic ? AutoHalvingDoublingLimit(ctx.size) > 0
+                                              : algorithm->forced == GlooAlgorithm::kHalvingDoubling;
+    if (ctx.size > 1 && uses_hd) {
+      hd_context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
+      hd_context->setTimeout(ctx.timeout);
+      GlooStore hd_store(ctx.store, ctx.timeout, "hd/");
+      hd_context->connectFullMesh(hd_store, device);
+      PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+    }
+    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
+                     " bytes, all-reduce algorithm ", algorithm->automatic ? "auto" : ToString(algorithm->forced));
+    return std::unique_ptr<Backend>(
+        new GlooBackend(context, hd_context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout));
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
                                                      " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
