@@ -112,7 +112,8 @@ void PrintShow(const ProbeReport& r) {
   std::cout << "NICs:\n";
   for (NodeId id : r.topology.Nics()) {
     const Node& n = r.topology.node(id);
-    std::cout << "  " << n.nic.name << "  " << ToString(n.nic.kind) << "  " << n.pci.bus_id << "  " << n.nic.SpeedGbps() << " Gb/s"
+    std::cout << "  " << n.nic.name << "  " << ToString(n.nic.kind) << "  " << n.pci.bus_id << "  "
+              << (n.nic.SpeedGbps() > 0 ? StrCat(n.nic.SpeedGbps(), " Gb/s") : std::string("speed unknown"))
               << (n.nic.netdevs.empty() ? "" : "  netdev " + Join(n.nic.netdevs, ",")) << "\n";
   }
   if (!r.numa.empty()) {
