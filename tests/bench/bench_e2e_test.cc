@@ -77,6 +77,12 @@ TEST(BenchE2E, RawGlooBaselineCoversEveryCollective) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_GE(RawGlooRows(r.output), 3) << r.output;  // 64 B, 2 KiB, 64 KiB (x placements the collective has)
   }
+  // 4 ranks: halving-doubling's result layout differs from 2 ranks' (the block ends at the start).
+  {
+    auto r = RunCommand(Bench() + " reduce_scatter --local 4 --raw gloo -b 64 -e 4K -f 64 -w 1 -n 1 --format json 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(RawGlooRows(r.output), 4) << r.output;  // 64 B and 4 KiB, out of place and in place
+  }
   // Gloo's only reduce-scatter is halving-doubling: a clear refusal on 3 ranks, not a hang.
   auto r = RunCommand(Bench() + " reduce_scatter --local 3 --raw gloo -b 64 -e 64 -w 1 -n 1 2>&1");
   EXPECT_NE(r.exit_code, 0) << r.output;

@@ -15,6 +15,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -165,8 +166,9 @@ class GlooRunner {
 
  private:
   // gloo::ReduceScatterHalvingDoubling: in place on a buffer of p*count elements, which leaves this
-  // rank's block at its own offset. It allocates its pairs' buffers when built, so one instance is kept
-  // per (buffer, count) like a Gloo user would.
+  // rank's reduced block at the start of the buffer (like MPI's in-place reduce-scatter; at 2 ranks it
+  // also happens to stay at the rank's own offset, at 4 it does not). It allocates its pairs' buffers
+  // when built, so one instance is kept per (buffer, count) like a Gloo user would.
   Status ReduceScatter(T* send, T* recv, const BufferCounts& c) {
     const int rank = ctx_->rank, p = ctx_->size;
     const std::size_t total = c.count * static_cast<std::size_t>(p);
@@ -188,7 +190,7 @@ class GlooRunner {
       rs_count_ = c.count;
     }
     rs_->run();
-    if (!in_place) std::copy_n(work + c.count * static_cast<std::size_t>(rank), c.count, recv);
+    if (recv != work) std::memmove(recv, work, c.count * sizeof(T));
     return Status::Ok();
   }
 
