@@ -250,17 +250,22 @@ class ProcessGroup::Impl {
         std::shared_ptr<SerialExecutor> other = args.kind == CollectiveKind::kSend ? recv_exec_ : send_exec_;
         auto task = mine->Post([this, args, state] { Execute(args, *state); });
         // A waiter prepared to wait as long as the operation's own timeout runs it (and queued ones
-        // ahead of it) itself; a shorter wait must not block in the operation. Either way the other
-        // direction must progress meanwhile.
+        // ahead of it) itself; a shorter wait must not block in the operation. The other direction
+        // must progress meanwhile: a receive, or a send that may wait for the peer, wakes the other
+        // direction's thread first; a send the backend calls eager (EagerPointToPointBytes) normally
+        // completes at once, so the caller goes on to wait for (and run) its receive itself. Should
+        // the eager send block after all, the receive thread's own look (at most 10 ms) starts it.
         const milliseconds op_timeout = args.timeout;
+        const bool small = args.kind == CollectiveKind::kSend && PayloadBytes(args) <= backend_->EagerPointToPointBytes();
         return std::unique_ptr<Work>(
-            new HostWork(std::move(state), seq, [mine, other, task, op_timeout](milliseconds t) {
-              other->Nudge();
-              if (t >= op_timeout) {
-                mine->Help(task);
-              } else {
+            new HostWork(std::move(state), seq, [mine, other, task, op_timeout, small](milliseconds t) {
+              if (t < op_timeout) {
+                other->Nudge();
                 mine->Nudge();
+                return;
               }
+              if (!small) other->Nudge();
+              mine->Help(task);
             }));
       }
       // A collective may block until peers arrive; queued sends and receives must not wait for it.

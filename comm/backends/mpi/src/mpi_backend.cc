@@ -235,6 +235,8 @@ class MpiBackend final : public Backend {
   // Isend/Irecv polled with MPI_Test next to collectives on another thread (MPI_THREAD_MULTIPLE, or
   // every MPI call serialised by CallGuard when the library gives less).
   bool ConcurrentPointToPoint() const override { return true; }
+  // Well under Open MPI's smallest eager limits (4 KiB with the shared-memory BTL, header included).
+  std::size_t EagerPointToPointBytes() const override { return 1024; }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
     auto start = Clock::now();

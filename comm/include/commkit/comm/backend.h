@@ -99,6 +99,12 @@ class Backend {
   // whose Run() only enqueues (NCCL) keep the default.
   virtual bool ConcurrentPointToPoint() const { return false; }
 
+  // Sends of at most this many bytes normally complete without the peer (eager buffers, rings,
+  // socket buffers). ProcessGroup then lets a caller waiting for such a send run it before it starts
+  // the receive direction's thread, which saves a thread hand-off per small send/recv pair. A send
+  // that blocks after all is not an error, only slower (its receive starts a little later). 0: never.
+  virtual std::size_t EagerPointToPointBytes() const { return 0; }
+
   // Stops outstanding work (bounded in time) so that waiting calls return; the backend is unusable
   // afterwards. Safe to call from another thread.
   virtual void Abort(std::string_view reason) = 0;
