@@ -19,6 +19,30 @@ bool UnsuitableForPeers(std::string_view name) {
          StartsWith(name, "br-") || StartsWith(name, "cni") || StartsWith(name, "flannel");
 }
 
+// A live probe or a replayed capture records its probers; an imported topology file (NCCL XML, hwloc
+// XML, nvidia-smi text, commkit JSON) has none, and then the report holds no facts about the host
+// beyond what the file encodes (no modules, libraries, port states, hypervisor, routes).
+bool HasHostFacts(const ProbeReport& rep) { return !rep.probers.empty(); }
+
+// Names where a fact derived from the topology model came from, for reason lines:
+// "the imported topology (nccl-xml /path/p4d-24xl-topo.xml)" or "the probed topology".
+std::string TopologyOrigin(const ProbeReport& rep) {
+  const TopologyMetadata& m = rep.topology.metadata();
+  if (HasHostFacts(rep)) return "the probed topology";
+  std::string s = StrCat("the imported topology (", ToString(m.source));
+  if (!m.source_path.empty()) s += StrCat(" ", m.source_path);
+  return s + ")";
+}
+
+std::string NicName(const Node& n) { return !n.nic.name.empty() ? n.nic.name : n.label; }
+
+// At most `max` items, then ", ... (N in all)".
+std::string JoinSome(const std::vector<std::string>& items, std::size_t max) {
+  if (items.size() <= max) return Join(items, ", ");
+  std::vector<std::string> head(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(max));
+  return StrCat(Join(head, ", "), ", ... (", items.size(), " in all)");
+}
+
 class Builder {
  public:
   Builder(const AdvisorOptions& o, Advice& a) : opts_(o), advice_(a) {}
@@ -66,6 +90,12 @@ class Builder {
 
 void SocketIfname(const ProbeReport& rep, const AdvisorOptions& opts, Builder& b) {
   const NetworkInfo& net = rep.network;
+  if (!HasHostFacts(rep) && net.interfaces.empty()) {
+    // A topology file has no interfaces or routes: nothing to choose from, and nothing to contradict.
+    b.Finding(StrCat("NCCL_SOCKET_IFNAME not derived: ", TopologyOrigin(rep),
+                     " records no network interfaces or routes; run `commkit-topo advise` on the host itself"));
+    return;
+  }
   std::string chosen, why;
   if (opts.master_addr) {
     auto m = InterfaceForAddress(net, *opts.master_addr);
@@ -129,9 +159,26 @@ void SocketIfname(const ProbeReport& rep, const AdvisorOptions& opts, Builder& b
   for (const auto& n : pick.notes) b.Finding(StrCat("NCCL socket selection: ", n));
 }
 
+// A GPU pair the topology model itself says has no peer access: an explicit P2P capability (read or
+// write mode; nvidia-smi topo -p2p r|w, NVML in a probe) whose status is a "not supported" word
+// (CNS, GNS, TNS, NS, DR, IOH, CNP). "U" (unknown) and "OK" say nothing against P2P. Path types
+// alone (PHB/SYS) are not evidence: NCCL already keeps P2P within NCCL_P2P_LEVEL.
+std::string ModelPairWithoutP2p(const ProbeReport& rep) {
+  const Topology& t = rep.topology;
+  for (const P2pOverride& o : t.p2p_overrides()) {
+    if (o.mode != 'r' && o.mode != 'w') continue;
+    if (o.status == "OK" || o.status == "U" || o.status == "X" || o.status.empty()) continue;
+    if (!t.Contains(o.a) || !t.Contains(o.b) || o.a == o.b) continue;
+    if (t.node(o.a).kind != NodeKind::kGpu || t.node(o.b).kind != NodeKind::kGpu) continue;
+    return StrCat(t.node(o.a).label, "/", t.node(o.b).label, " P2P ", o.mode == 'r' ? "read" : "write", " status ", o.status,
+                  " in ", TopologyOrigin(rep));
+  }
+  return "";
+}
+
 void PeerToPeer(const ProbeReport& rep, Builder& b) {
   const auto& gpu = rep.gpu;
-  const std::size_t n = std::max(gpu.gpus.size(), gpu.can_access_peer.size());
+  const std::size_t n = std::max({gpu.gpus.size(), gpu.can_access_peer.size(), rep.topology.GpuCount()});
   if (n < 2) return;
   std::string pair;
   for (std::size_t i = 0; i < gpu.p2p_read.size() && pair.empty(); ++i)
@@ -146,6 +193,7 @@ void PeerToPeer(const ProbeReport& rep, Builder& b) {
         pair = StrCat("GPU", i, "/GPU", k, " cuDeviceCanAccessPeer=0");
         break;
       }
+  if (pair.empty()) pair = ModelPairWithoutP2p(rep);
   if (!pair.empty()) {
     auto& r = b.Add("NCCL_P2P_DISABLE", "1",
                     StrCat("GPUs have no peer access (", pair, "): P2P paths fail with 'peer access is not supported'; NCCL uses SHM"));
@@ -163,19 +211,26 @@ void PeerToPeer(const ProbeReport& rep, Builder& b) {
 }
 
 void Rdma(const ProbeReport& rep, Builder& b) {
-  std::vector<std::string> active, inactive, roce;
+  // unknown: HCAs whose port state the report does not know (imported topology files carry none).
+  std::vector<std::string> active, inactive, unknown, roce;
   int rdma_nics = 0;
   for (NodeId id : rep.topology.Nics()) {
-    const NicInfo& nic = rep.topology.node(id).nic;
+    const Node& node = rep.topology.node(id);
+    const NicInfo& nic = node.nic;
     if (nic.kind != NicKind::kInfiniBand && nic.kind != NicKind::kRoCE) continue;
     ++rdma_nics;
+    const bool known = std::any_of(nic.ports.begin(), nic.ports.end(), [](const NicPort& p) { return !p.state.empty(); });
+    if (!known) {
+      unknown.push_back(NicName(node));
+      continue;
+    }
     bool up = std::any_of(nic.ports.begin(), nic.ports.end(), [](const NicPort& p) { return p.state == "ACTIVE"; });
     (up ? active : inactive).push_back(nic.name);
     if (nic.kind == NicKind::kRoCE && up) roce.push_back(nic.name);
   }
-  if (rdma_nics > 0 && active.empty()) {
+  if (rdma_nics > 0 && active.empty() && unknown.empty()) {
     b.Finding("no RDMA port is ACTIVE: NCCL falls back to sockets ('NET/IB : No device found')");
-  } else if (!inactive.empty()) {
+  } else if (!inactive.empty() && !active.empty()) {
     b.Add("NCCL_IB_HCA", "=" + Join(active, ","), StrCat("only active HCAs; ", Join(inactive, ","), " has no ACTIVE port"));
   }
   if (auto u = b.User("NCCL_IB_HCA")) {
@@ -183,7 +238,10 @@ void Rdma(const ProbeReport& rep, Builder& b) {
     bool matched = false;
     IfnameSpec s = ParseIfnameSpec(spec);
     for (const auto& name : active) matched |= MatchesIfnameSpec(s, name);
-    if (!matched && rdma_nics > 0) b.Conflict("NCCL_IB_HCA", "matches no active HCA on this host");
+    for (const auto& name : unknown) matched |= MatchesIfnameSpec(s, name);
+    if (!matched && rdma_nics > 0)
+      b.Conflict("NCCL_IB_HCA", unknown.empty() ? std::string("matches no active HCA on this host")
+                                                : StrCat("matches no HCA in ", TopologyOrigin(rep)));
   }
   if (!roce.empty()) {
     // The lowest index that is an IPv4-mapped RoCE v2 GID on every active RoCE device.
@@ -216,17 +274,43 @@ void Rdma(const ProbeReport& rep, Builder& b) {
       }
     }
   }
-  if (active.size() >= 2 && rep.topology.GpuCount() >= 2)
+  if (active.size() >= 2 && rep.topology.GpuCount() >= 2) {
     b.Add("NCCL_CROSS_NIC", "0", StrCat(active.size(), " rails: keep each ring on one NIC index across nodes (rail-optimised fabrics); use 1 if the fabric is not rail-optimised"));
-  if (rdma_nics > 0 && rep.topology.GpuCount() > 0 && !rep.system.nvidia_peermem && !rep.system.nv_peer_mem)
+  } else if (active.empty() && unknown.size() >= 2 && rep.topology.GpuCount() >= 2) {
+    b.Add("NCCL_CROSS_NIC", "0",
+          StrCat(unknown.size(), " IB/RoCE HCAs (", JoinSome(unknown, 4), ") in ", TopologyOrigin(rep),
+                 ", port states not recorded there: keep each ring on one NIC index across nodes (rail-optimised fabrics); "
+                 "use 1 if the fabric is not rail-optimised"));
+  }
+  // Loaded kernel modules are a host fact: an imported file does not say.
+  if (HasHostFacts(rep) && rdma_nics > 0 && rep.topology.GpuCount() > 0 && !rep.system.nvidia_peermem && !rep.system.nv_peer_mem)
     b.Finding("GPUDirect RDMA unavailable: neither nvidia_peermem nor nv_peer_mem is loaded ('GPU Direct RDMA Disabled'); modprobe nvidia_peermem");
 }
 
 void Efa(const ProbeReport& rep, Builder& b) {
-  if (!rep.system.efa_present) return;
-  auto& p = b.Add("FI_PROVIDER", "efa", "EFA devices present: libfabric must use the efa provider");
+  // EFA from the probe (efa driver / libfabric efa provider), or from the topology model itself: an
+  // imported NCCL/hwloc XML names the NICs (vendor 0x1d0f device 0xefa*), so an EFA box is known from
+  // its file alone.
+  std::vector<std::string> efa_nics;
+  for (NodeId id : rep.topology.Nics()) {
+    const Node& n = rep.topology.node(id);
+    if (n.nic.kind == NicKind::kEfa) efa_nics.push_back(n.pci.bus_id.empty() ? NicName(n) : StrCat(NicName(n), " ", n.pci.bus_id));
+  }
+  if (!rep.system.efa_present && efa_nics.empty()) return;
+  const bool from_model = !rep.system.efa_present;
+  const std::string what = from_model ? StrCat(efa_nics.size(), " EFA NIC(s) in ", TopologyOrigin(rep), ": ", JoinSome(efa_nics, 2))
+                                       : std::string("EFA devices present");
+  auto& p = b.Add("FI_PROVIDER", "efa", StrCat(what, from_model ? "; " : ": ", "libfabric must use the efa provider"));
   if (p.user_set && p.user_value != "efa") b.Conflict("FI_PROVIDER", "this host has EFA devices; other providers fall back to TCP");
-  b.Add("FI_EFA_USE_DEVICE_RDMA", "1", "EFA RDMA read (p4d/p5/trn1): GPUDirect over EFA");
+  b.Add("FI_EFA_USE_DEVICE_RDMA", "1",
+        StrCat("EFA RDMA read (p4d/p5/trn1): GPUDirect over EFA", from_model ? StrCat(" (EFA NICs from ", TopologyOrigin(rep), ")") : ""));
+  if (!HasHostFacts(rep)) {
+    // Installed libraries and device nodes are host facts the file does not encode: say what is
+    // needed instead of claiming it is missing.
+    b.Finding(StrCat("aws-ofi-nccl plugin (libnccl-net.so) is needed for NCCL over EFA, else NCCL uses sockets over ENA: "
+                     "install it on every node (not checked: ", TopologyOrigin(rep), " records no installed libraries)"));
+    return;
+  }
   if (rep.system.ofi_nccl_plugin.empty())
     b.Finding("aws-ofi-nccl plugin (libnccl-net.so) not found in the usual places: NCCL will use sockets over ENA; install it or set NCCL_NET_PLUGIN");
   else
@@ -249,6 +333,10 @@ void Platform(const ProbeReport& rep, Builder& b) {
                 "`commkit-topo export --format nccl-xml` from this host (hwloc placed every GPU/NIC on its NUMA node)"
               : "VM hides the PCIe tree (no switches / NUMA -1): give NCCL the vendor's topology file (or `commkit-topo "
                 "export --format nccl-xml` from a bare-metal twin)");
+  }
+  if (!rep.system.nvswitch_present && !HasHostFacts(rep) && !rep.topology.NodesOfKind(NodeKind::kNvSwitch).empty()) {
+    b.Finding(StrCat(rep.topology.NodesOfKind(NodeKind::kNvSwitch).size(), " NVSwitch(es) in ", TopologyOrigin(rep),
+                     ": nvidia-fabricmanager must be running on such a host (else CUDA error 802 'system not yet initialized')"));
   }
   if (rep.system.nvswitch_present) {
     bool hopper = std::any_of(rep.gpu.gpus.begin(), rep.gpu.gpus.end(), [](const NvmlGpu& g) { return g.sm >= 90; });

@@ -352,7 +352,8 @@ TopologyFormat DetectTopologyFormat(std::string_view text) {
       if (tok.size() < 2 || tok[0] != "GPU0" || tok[1] != "X") continue;
       for (std::size_t i = 1; i < tok.size(); ++i) {
         const std::string& c = tok[i];
-        if (c == "OK" || c == "CNS" || c == "GNS" || c == "TNS" || c == "NS" || c == "DR") {
+        if (c == "OK" || c == "CNS" || c == "GNS" || c == "TNS" || c == "NS" || c == "DR" || c == "U" || c == "IOH" ||
+            c == "CNP") {
           return TopologyFormat::kNvsmiP2p;
         }
       }
