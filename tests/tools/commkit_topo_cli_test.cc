@@ -1,11 +1,16 @@
-// commkit-topo end to end: export --format dot|svg (stdout and -o FILE), errors, prober lines.
+// commkit-topo end to end: export --format dot|svg|json (stdout and -o FILE), --from the exported
+// JSON, errors, and the live `show` against this machine's /sys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
+#include "commkit/common/strings.h"
 #include "commkit/topology/export.h"
 #include "commkit/topology/import.h"
+#include "commkit/topology/json.h"
 #include "test_support.h"
 #include "two_gpu_box.h"
 
@@ -72,6 +77,130 @@ TEST_F(CommkitTopoCli, UnwritableOutputExits3) {
   auto r = RunCommand(Topo("export --format svg -o " + (dir_.path() / "no" / "such" / "dir.svg").string()));
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("cannot write"), std::string::npos);
+}
+
+// `export --format json` writes the documented topology schema (ExportJson, docs/topology-json.md),
+// not the `show --json` report, and `--from` that file gives the same matrix, export and advice.
+TEST_F(CommkitTopoCli, ExportJsonIsTheTopologySchemaAndReimports) {
+  const auto out = dir_.path() / "topo.json";
+  auto r = RunCommand(Topo("export --format json -o " + out.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string json = Slurp(out);
+  EXPECT_EQ(json, ExportJson(topo_) + "\n");
+  EXPECT_NE(json.find("\"schema\": \"commkit.topology\""), std::string::npos);
+  EXPECT_EQ(json.find("\"probers\""), std::string::npos) << "not the show --json report";
+  auto loaded = LoadJson(json, "topo.json");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+
+  const std::string bin = (BinDir() / "commkit-topo").string();
+  auto m1 = RunCommand(Topo("matrix"));
+  auto m2 = RunCommand(bin + " --from " + out.string() + " matrix");
+  ASSERT_EQ(m1.exit_code, 0) << m1.output;
+  ASSERT_EQ(m2.exit_code, 0) << m2.output;
+  EXPECT_EQ(m2.output, m1.output);
+  EXPECT_NE(m2.output.find("NV12"), std::string::npos) << m2.output;
+  // A fixed point: exporting the re-imported JSON gives the same file.
+  auto again = RunCommand(bin + " --from " + out.string() + " export --format json");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(again.output, json);
+  auto a1 = RunCommand("env -u MASTER_ADDR " + Topo("advise --format json"));
+  auto a2 = RunCommand("env -u MASTER_ADDR " + bin + " --from " + out.string() + " advise --format json");
+  EXPECT_EQ(a1.exit_code, a2.exit_code);
+  EXPECT_EQ(a2.output, a1.output);
+}
+
+// Stdout export, and a .json file that starts with a UTF-8 byte-order mark (which the content
+// sniffer does not take for JSON) is still read as JSON because of its name.
+TEST_F(CommkitTopoCli, ExportJsonToStdoutAndBomJsonFile) {
+  auto r = RunCommand(Topo("export --format json 2>/dev/null"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, ExportJson(topo_) + "\n");
+  const auto bom = dir_.Write("bom.json", "\xEF\xBB\xBF" + r.output);
+  auto m = RunCommand((BinDir() / "commkit-topo").string() + " --from " + bom.string() + " matrix");
+  ASSERT_EQ(m.exit_code, 0) << m.output;
+  EXPECT_EQ(m.output, ExportNvsmiMatrix(topo_));
+}
+
+// The `show --json` report is not importable; the error says which command writes the schema.
+TEST_F(CommkitTopoCli, ShowJsonReportIsRejectedWithAHint) {
+  auto show = RunCommand(Topo("show --json 2>/dev/null"));
+  ASSERT_EQ(show.exit_code, 0) << show.output;
+  const auto report = dir_.Write("report.json", show.output);
+  auto r = RunCommand((BinDir() / "commkit-topo").string() + " --from " + report.string() + " matrix");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("export --format json"), std::string::npos) << r.output;
+}
+
+// Indented lines right after a "header:" line of `show` output.
+std::vector<std::string> ShowSection(const std::string& out, const std::string& header) {
+  std::vector<std::string> lines;
+  bool in = false;
+  for (const std::string& line : Split(out, '\n')) {
+    if (in && !StartsWith(line, "  ")) break;
+    if (in) lines.push_back(line);
+    if (StartsWith(line, header)) in = true;
+  }
+  return lines;
+}
+
+// The PCI function ("0000:00:03.0") a /sys/class/net entry's device link leads to (or below), or ""
+// for a virtual interface.
+std::string PciFunctionOf(const std::filesystem::path& netdev) {
+  std::error_code ec;
+  const auto dev = std::filesystem::canonical(netdev / "device", ec);
+  if (ec) return "";
+  static const std::regex kBdf("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]");
+  std::string bdf;
+  for (const auto& part : dev)
+    if (std::regex_match(part.string(), kBdf)) bdf = part.string();  // the deepest one
+  return bdf;
+}
+
+// NVIDIA display/3D controllers in /sys/bus/pci/devices.
+int NvidiaGpusInSysfs() {
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/bus/pci/devices", ec)) {
+    const std::string vendor(Trim(Slurp(e.path() / "vendor"))), cls(Trim(Slurp(e.path() / "class")));
+    if (vendor == "0x10de" && (StartsWith(cls, "0x0300") || StartsWith(cls, "0x0302"))) ++n;
+  }
+  return n;
+}
+
+// Live show against this machine: every /sys/class/net entry but lo is in "interfaces:", every one
+// backed by a PCI function is a NIC line with that bus id and netdev, and the GPU line matches the
+// NVIDIA GPUs sysfs lists ("GPUs: no GPU (...)" without any).
+TEST(CommkitTopoCliLive, ShowListsThisMachinesNicsAndGpus) {
+  auto r = RunCommand((BinDir() / "commkit-topo").string() + " show");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto ifaces = ShowSection(r.output, "interfaces:");
+  const auto nics = ShowSection(r.output, "NICs:");
+  int checked = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/class/net", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == "lo") continue;
+    SCOPED_TRACE(name);
+    ++checked;
+    EXPECT_TRUE(std::any_of(ifaces.begin(), ifaces.end(), [&](const std::string& l) { return StartsWith(l, "  " + name + "  "); }))
+        << r.output;
+    const std::string bdf = PciFunctionOf(e.path());
+    if (bdf.empty()) continue;
+    EXPECT_TRUE(std::any_of(nics.begin(), nics.end(), [&](const std::string& l) {
+      const auto at = l.find("  netdev ");
+      if (l.find("  " + bdf + "  ") == std::string::npos || at == std::string::npos) return false;
+      const auto names = Split(l.substr(at + 9), ',');
+      return std::find(names.begin(), names.end(), name) != names.end();
+    })) << bdf << "\n" << r.output;
+  }
+  if (checked == 0) GTEST_SKIP() << "no /sys/class/net entries besides lo";
+  const int gpus = NvidiaGpusInSysfs();
+  if (gpus == 0) {
+    EXPECT_NE(r.output.find("\nGPUs: no GPU ("), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("  GPU0  "), std::string::npos) << r.output;
+  } else {
+    EXPECT_NE(r.output.find(StrCat("\nGPUs: ", gpus, "\n")), std::string::npos) << r.output;
+  }
 }
 
 TEST(CommkitTopoCliLive, ShowDoesNotRepeatProberState) {

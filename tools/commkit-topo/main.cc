@@ -25,6 +25,7 @@
 #include "commkit/topology/export.h"
 #include "commkit/topology/hwloc.h"
 #include "commkit/topology/import.h"
+#include "commkit/topology/json.h"
 #include "commkit/topology/probe.h"
 
 extern char** environ;
@@ -158,6 +159,8 @@ void PrintShow(const ProbeReport& r) {
 void AddHwlocLocality(const fs::path& path, ProbeReport& report) {
   std::ifstream in(path, std::ios::binary);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A commkit JSON exported from an hwloc import keeps source "hwloc-xml" but is not hwloc XML.
+  if (DetectTopologyFormat(text) != TopologyFormat::kHwlocXml) return;
   ProbeReport scratch;
   scratch.topology = report.topology;
   if (auto m = MergeHwloc(text, scratch, path.string()); !m.ok()) {
@@ -188,14 +191,17 @@ int main(int argc, char** argv) {
   CLI::App app{"commkit-topo: GPU/NIC topology of this machine, NCCL environment advice"};
   app.require_subcommand(1);
   std::string from;
-  app.add_option("--from", from, "replay a capture directory/.tar.gz, or import a topology file (NCCL XML, nvidia-smi topo -m)");
+  app.add_option("--from", from,
+                 "replay a capture directory/.tar.gz, or import a topology file (NCCL XML, hwloc XML, nvidia-smi topo -m/-p2p, "
+                 "commkit topology JSON from `export --format json`)");
   bool json_out = false;
   auto* show = app.add_subcommand("show", "devices, NICs, interfaces and prober status");
   show->add_flag("--json", json_out, "machine-readable output");
   auto* matrix = app.add_subcommand("matrix", "GPU/NIC path matrix (nvidia-smi topo -m style)");
   std::string format = "nccl-xml", out_path;
   auto* exp = app.add_subcommand("export", "write the topology in another format");
-  exp->add_option("--format", format, "nccl-xml | nvsmi | json | dot (Graphviz) | svg (self-contained drawing)")
+  exp->add_option("--format", format, "nccl-xml | nvsmi | json (commkit topology schema, docs/topology-json.md; re-imports with --from) | "
+                  "dot (Graphviz) | svg (self-contained drawing)")
       ->check(CLI::IsMember({"nccl-xml", "nvsmi", "json", "dot", "svg"}));
   exp->add_option("-o,--output", out_path, "output file (default stdout)");
   std::string advise_format = "shell", master;
@@ -288,7 +294,7 @@ int main(int argc, char** argv) {
                        : format == "nvsmi"  ? ExportNvsmiMatrix(report->topology)
                        : format == "dot"    ? ExportDot(report->topology)
                        : format == "svg"    ? ExportSvg(report->topology)
-                                            : ReportJson(*report).dump(2) + "\n";
+                                            : ExportJson(report->topology) + "\n";  // docs/topology-json.md
     if (!WriteOut(out_path, text)) {
       std::cerr << "commkit-topo: cannot write " << out_path << "\n";
       rc = kOutput;

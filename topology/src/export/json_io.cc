@@ -133,6 +133,10 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
     return Status::DataLoss(StrCat(origin, ":", line, ": malformed JSON (", e.what(), ")"));
   }
   try {
+    if (root.is_object() && !root.contains("schema") && root.contains("probers") && root.contains("gpus")) {
+      return Status::DataLoss(StrCat(origin, ": this is a `commkit-topo show --json` report, not a commkit topology JSON; "
+                                     "write one with `commkit-topo export --format json`"));
+    }
     if (!root.is_object() || root.value("schema", std::string()) != "commkit.topology") {
       return Status::DataLoss(StrCat(origin, ": not a commkit topology JSON (schema must be \"commkit.topology\")"));
     }

@@ -403,6 +403,11 @@ Result<Topology> ImportTopologyFile(const std::filesystem::path& path) {
       return Status::InvalidArgument(StrCat(path.string(), ": larger than 64 MiB; not a topology file"));
     }
   }
+  // Content decides; a .json name that does not sniff as JSON (e.g. a byte-order mark first) still
+  // goes to the JSON reader, whose error names the line.
+  if (DetectTopologyFormat(data) == TopologyFormat::kUnknown && ToLower(path.extension().string()) == ".json") {
+    return LoadJson(data, path.string());
+  }
   return ImportTopologyText(data, path.string());
 }
 
