@@ -71,13 +71,19 @@ class HwlocReader {
     NodeId next_cpu = cpu;
     NodeId next_parent = pci_parent;
     if (type == "Package" || type == "Socket") {
-      next_cpu = AddCpu(o);
-      next_parent = next_cpu;
+      if (cpu != kNoNode && cpu == numa_cpu_) {
+        // v1: the Socket below the NUMANode that already made this CPU: the same CPU, not a second one.
+        CpuDetails(o, topo_.node(cpu));
+      } else {
+        next_cpu = AddCpu(o);
+        next_parent = next_cpu;
+      }
     } else if (type == "NUMANode") {
       COMMKIT_RETURN_IF_ERROR(NumaNode(o, cpu));
       if (cpu == kNoNode && !o.child("object").empty()) {  // v1: NUMANode above the Package
         next_cpu = AddCpu(o);
         next_parent = next_cpu;
+        numa_cpu_ = next_cpu;
       }
     } else if (type == "Bridge") {
       COMMKIT_ASSIGN_OR_RETURN(next_parent, Bridge(o, EnsureCpu(cpu), pci_parent));
@@ -103,16 +109,24 @@ class HwlocReader {
     for (pugi::xml_node c : o.children("object")) {
       if (std::string_view(c.attribute("type").as_string()) == "NUMANode") n.cpu.numa_id = c.attribute("os_index").as_int(-1);
     }
-    for (pugi::xml_node info : o.children("info")) {
-      const std::string_view name = info.attribute("name").as_string();
-      if (name == "CPUVendor") n.cpu.vendor = info.attribute("value").as_string();
-      if (name == "CPUModelNumber") n.cpu.model_id = info.attribute("value").as_string();
-      if (name == "CPUFamilyNumber") n.cpu.family_id = info.attribute("value").as_string();
-    }
+    CpuDetails(o, n);
     n.label = StrCat("CPU", topo_.Cpus().size());
     const NodeId id = topo_.AddNode(n);
     gp_[o.attribute("gp_index").as_string()] = id;
     return id;
+  }
+
+  // CPU vendor/model/family from a Package/Socket's info children (kept where already set).
+  static void CpuDetails(pugi::xml_node o, Node& n) {
+    for (pugi::xml_node info : o.children("info")) {
+      const std::string_view name = info.attribute("name").as_string();
+      auto set = [&](std::string& field) {
+        if (field.empty()) field = info.attribute("value").as_string();
+      };
+      if (name == "CPUVendor") set(n.cpu.vendor);
+      else if (name == "CPUModelNumber") set(n.cpu.model_id);
+      else if (name == "CPUFamilyNumber") set(n.cpu.family_id);
+    }
   }
 
   Status NumaNode(pugi::xml_node o, NodeId cpu) {
@@ -341,6 +355,7 @@ class HwlocReader {
   std::map<std::string, NodeId> gp_;
   std::vector<NodeId> gpu_order_;
   NodeId machine_cpu_ = kNoNode;
+  NodeId numa_cpu_ = kNoNode;  // v1: the CPU made from the NUMANode being walked (its Socket joins it)
 };
 
 }  // namespace
