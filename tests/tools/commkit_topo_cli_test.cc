@@ -144,11 +144,11 @@ std::vector<std::string> ShowSection(const std::string& out, const std::string& 
 }
 
 // The PCI function ("0000:00:03.0") a /sys/class/net entry's device link leads to (or below), or ""
-// for a virtual interface.
+// for a virtual interface (and for a USB NIC, whose PCI function is the USB controller).
 std::string PciFunctionOf(const std::filesystem::path& netdev) {
   std::error_code ec;
   const auto dev = std::filesystem::canonical(netdev / "device", ec);
-  if (ec) return "";
+  if (ec || dev.string().find("/usb") != std::string::npos) return "";
   static const std::regex kBdf("[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\\.[0-7]");
   std::string bdf;
   for (const auto& part : dev)
