@@ -1,16 +1,18 @@
 // GPU health checks from NVML facts (through the run's shared probe, CheckContext::topology):
-// gpu.nvlink (per-link state, counts and peer symmetry), gpu.ecc (ECC mode, row remapping) and
+// gpu.visibility (NVML vs CUDA vs CUDA_VISIBLE_DEVICES, driver and CUDA versions), gpu.nvlink (per-link state, counts and peer symmetry), gpu.ecc (ECC mode, row remapping) and
 // gpu.clocks (clocks event reasons decoded per NVML's nvmlClocksEventReason* bits). Each skips with
 // the reason when NVML is absent (no driver) or reports no GPU.
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/check.h"
 #include "commkit/topology/probe.h"
+#include "check_support.h"
 
 namespace commkit::diagnostics {
 namespace {
@@ -288,9 +290,117 @@ CheckOutcome Clocks(const CheckContext& ctx) {
   return Make(CheckStatus::kPass, StrCat(reported, " GPU(s) without hardware or thermal clock slowdown"), ev);
 }
 
+// --- gpu.visibility --------------------------------------------------------------------------
+// NVML lists every GPU the driver gives this container/VM; CUDA shows a process those that
+// CUDA_VISIBLE_DEVICES selects. CUDA reads the list in order and stops at the first entry that names
+// no GPU (that entry and every later one are ignored); entries are indices or GPU-UUID prefixes.
+struct Expected {
+  std::optional<int> count;  // unknown for MIG entries
+  std::string note;          // why the list stops early, when it does
+};
+
+Expected CudaVisibleCount(const std::optional<std::string>& cvd, const std::vector<NvmlGpu>& gpus) {
+  if (!cvd) return {static_cast<int>(gpus.size()), ""};
+  std::set<int> picked;
+  for (const std::string& raw : Split(*cvd, ',', true)) {
+    const std::string e(Trim(raw));
+    if (StartsWith(e, "MIG-")) return {std::nullopt, "MIG instance " + e + " (count not predicted)"};
+    int match = -1;
+    if (auto i = ParseInt(e); i && *i >= 0 && *i < static_cast<std::int64_t>(gpus.size())) {
+      match = static_cast<int>(*i);
+    } else if (StartsWith(e, "GPU-") && e.size() > 4) {
+      for (const NvmlGpu& g : gpus)
+        if (StartsWith(g.uuid, e)) match = match == -1 ? g.index : -2;  // ambiguous prefix: no match
+    }
+    if (match < 0)
+      return {static_cast<int>(picked.size()),
+              StrCat("entry '", e, "' names no GPU of the ", gpus.size(), ": CUDA ignores it and every later entry")};
+    picked.insert(match);
+  }
+  return {static_cast<int>(picked.size()), ""};
+}
+
+std::string CudaVersion(int v) { return v <= 0 ? "unknown" : StrCat(v / 1000, ".", (v % 1000) / 10); }
+
+CheckOutcome Visibility(const CheckContext& ctx) {
+  CheckOutcome skip;
+  const ProbeReport* rep = NvmlReport(ctx, skip);
+  if (rep == nullptr) return skip;
+  const auto& gpu = rep->gpu;
+  const int nvml_n = static_cast<int>(gpu.gpus.size());
+  std::vector<std::string> names;
+  for (const NvmlGpu& g : gpu.gpus) names.push_back(Name(g));
+  const std::string versions = StrCat("driver ", gpu.driver_version.empty() ? "?" : gpu.driver_version, ", CUDA ",
+                                      CudaVersion(gpu.cuda_driver_version));
+  std::vector<std::string> ev = {
+      StrCat("NVML: ", nvml_n, " GPU(s): ", Join(names, ", ")),
+      StrCat("NVML: driver ", gpu.driver_version.empty() ? "?" : gpu.driver_version, ", CUDA driver API ",
+             CudaVersion(gpu.cuda_driver_version), " (nvmlSystemGetCudaDriverVersion_v2 = ", gpu.cuda_driver_version,
+             "): the newest CUDA runtime this driver supports without a compat package")};
+  const std::map<std::string, std::string> env = internal::NodeEnv(ctx);
+  std::optional<std::string> cvd;
+  if (auto it = env.find("CUDA_VISIBLE_DEVICES"); it != env.end()) cvd = it->second;
+  ev.push_back(cvd ? "CUDA_VISIBLE_DEVICES=" + *cvd : "CUDA_VISIBLE_DEVICES not set");
+  const Expected want = CudaVisibleCount(cvd, gpu.gpus);
+  if (!want.note.empty()) ev.push_back("CUDA_VISIBLE_DEVICES: " + want.note);
+  CheckStatus status = CheckStatus::kPass;
+  std::vector<std::string> problems, fixes;
+  if (auto listed = ctx.system->ListDir("/proc/driver/nvidia/gpus"); listed.ok()) {
+    ev.push_back(StrCat("/proc/driver/nvidia/gpus: ", listed->size(), " GPU(s)"));
+    if (static_cast<int>(listed->size()) > nvml_n) {
+      status = CheckStatus::kWarn;
+      problems.push_back(StrCat("the driver lists ", listed->size(), " GPUs in /proc/driver/nvidia/gpus but NVML sees ", nvml_n,
+                                " (a GPU NVML cannot initialise, or a container showing the host's list)"));
+      fixes.push_back("nvidia-smi -L; dmesg | grep -i -E 'NVRM|Xid'");
+    }
+  }
+  if (!gpu.cuda_available) {
+    const bool hidden = want.count && *want.count == 0;
+    ev.push_back("CUDA: " + (gpu.cuda_error.empty() ? std::string("not probed") : gpu.cuda_error));
+    if (hidden) {
+      status = CheckStatus::kWarn;
+      problems.push_back("CUDA_VISIBLE_DEVICES='" + *cvd + "' hides all " + std::to_string(nvml_n) + " GPUs from CUDA");
+      fixes.push_back("unset CUDA_VISIBLE_DEVICES (or list the GPUs to use)");
+    } else {
+      status = CheckStatus::kFail;
+      problems.push_back(StrCat("NVML sees ", nvml_n, " GPU(s) but CUDA cannot use them: ", gpu.cuda_error));
+      fixes.push_back(gpu.cuda_error.find("802") != std::string::npos ? "systemctl enable --now nvidia-fabricmanager"
+                      : gpu.cuda_error.find("not found") != std::string::npos
+                          ? "install the driver's user-space libraries (containers: --gpus all / nvidia-container-toolkit)"
+                          : "nvidia-smi; dmesg | grep -i -E 'NVRM|Xid'; reboot if the driver was upgraded without one");
+    }
+  } else {
+    const int cuda_n = static_cast<int>(gpu.can_access_peer.size());
+    ev.push_back(StrCat("CUDA: cuDeviceGetCount = ", cuda_n));
+    if (want.count && cuda_n < *want.count) {
+      status = cvd ? std::max(status, CheckStatus::kWarn) : CheckStatus::kFail;
+      problems.push_back(StrCat("CUDA sees ", cuda_n, " GPU(s) where ", cvd ? "CUDA_VISIBLE_DEVICES selects " : "NVML lists ",
+                                *want.count, ": a GPU the driver lists is unusable by CUDA"));
+      fixes.push_back("nvidia-smi -q | grep -i -E 'retired|pending|Xid'; dmesg | grep -i Xid; reset the GPU (nvidia-smi -r -i N) or "
+                      "reboot; drain the node if it persists");
+    } else if (want.count && cuda_n > *want.count) {
+      status = std::max(status, CheckStatus::kWarn);
+      problems.push_back(StrCat("CUDA sees ", cuda_n, " GPU(s), more than the ", *want.count, " expected from ",
+                                cvd ? "CUDA_VISIBLE_DEVICES" : "NVML"));
+      fixes.push_back("compare nvidia-smi -L with the job's CUDA_VISIBLE_DEVICES");
+    } else if (!want.note.empty() && want.count) {
+      status = std::max(status, CheckStatus::kWarn);
+      problems.push_back(StrCat("CUDA_VISIBLE_DEVICES=", *cvd, ": ", want.note, " (CUDA sees ", cuda_n, ")"));
+      fixes.push_back(StrCat("export CUDA_VISIBLE_DEVICES with indices 0..", nvml_n - 1, " or GPU UUIDs from nvidia-smi -L"));
+    }
+    if (problems.empty())
+      return Make(CheckStatus::kPass,
+                  StrCat(cuda_n, " GPU(s) visible to CUDA", cvd ? " (CUDA_VISIBLE_DEVICES=" + *cvd + ")" : "", " of ", nvml_n,
+                         " NVML lists; ", versions),
+                  ev);
+  }
+  return Make(status, Join(problems, "; ") + "; " + versions, ev, Join(fixes, "; "));
+}
+
 }  // namespace
 
 void RegisterGpuChecks(CheckRegistry& r) {
+  r.Add({{"gpu.visibility", "NVML, CUDA and CUDA_VISIBLE_DEVICES agree on the GPUs", "gpu"}, Visibility});
   r.Add({{"gpu.nvlink", "NVLinks active and symmetric on every GPU", "gpu"}, NvLink});
   r.Add({{"gpu.ecc", "ECC on, no pending or failed row remapping", "gpu"}, Ecc});
   r.Add({{"gpu.clocks", "No hardware/thermal clock slowdown", "gpu"}, Clocks});

@@ -645,7 +645,8 @@ CheckOutcome NcclSocket(const Ctx& ctx) {
   std::optional<std::string> master;
   if (auto it = env.find("MASTER_ADDR"); it != env.end() && !it->second.empty()) master = it->second;
   // The interface a peer would be reached through: the route to MASTER_ADDR when it is an address
-  // literal, else the first interface that is up, not loopback and not a container/VM bridge.
+  // literal, else the interface of the default route, else the first interface that is up, not loopback
+  // and not a container/VM bridge.
   std::string routed, route_why;
   if (master) {
     auto m = topology::InterfaceForAddress(*net, *master);
@@ -655,6 +656,17 @@ CheckOutcome NcclSocket(const Ctx& ctx) {
       ev.push_back("MASTER_ADDR=" + *master + " is reached through " + routed);
     } else if (!m.ok()) {
       ev.push_back("MASTER_ADDR=" + *master + ": " + m.status().message());
+    }
+  }
+  if (routed.empty()) {  // the IPv4 default route with the lowest metric, when its interface is up
+    const topology::Route* best = nullptr;
+    for (const auto& r : net->routes)
+      if (r.family == topology::AddressFamily::kIPv4 && r.is_default() && (best == nullptr || r.metric < best->metric)) best = &r;
+    const topology::NetInterface* dev = best == nullptr ? nullptr : net->Find(best->ifname);
+    if (dev != nullptr && dev->up && !dev->loopback) {
+      routed = dev->name;
+      route_why = "it holds the default route";
+      ev.push_back("default route: " + (best->gateway.empty() ? std::string() : "via " + best->gateway + " ") + "dev " + routed);
     }
   }
   if (routed.empty()) {
@@ -672,17 +684,34 @@ CheckOutcome NcclSocket(const Ctx& ctx) {
   topology::NcclSocketChoice choice = topology::PredictNcclSocketInterfaces(*net, options);
   ev.push_back("NCCL's rule: " + choice.rule);
   for (const auto& n : choice.notes) ev.push_back(n);
+  // Interfaces NCCL_SOCKET_IFNAME names that exist but are down or have no address (e.g. a hard-coded
+  // eth0 that is unplugged while the node's traffic goes over ens5).
+  std::vector<std::string> unusable;
+  if (options.socket_ifname) {
+    const topology::IfnameSpec spec = topology::ParseIfnameSpec(*options.socket_ifname);
+    for (const auto& nif : net->interfaces) {
+      if (spec.exclude || !topology::MatchesIfnameSpec(spec, nif.name) || (nif.up && !nif.addresses.empty())) continue;
+      std::vector<std::string> why;
+      if (!nif.up) why.push_back("is down (operstate " + (nif.operstate.empty() ? std::string("unknown") : nif.operstate) + ")");
+      if (nif.addresses.empty()) why.push_back("has no address");
+      unusable.push_back(nif.name + " " + Join(why, " and "));
+    }
+  }
+  for (const auto& u : unusable) ev.push_back("NCCL_SOCKET_IFNAME=" + *options.socket_ifname + " matches an unusable interface: " + u);
+  const std::string fix_why = route_why.empty() ? "" : " (" + routed + ": " + route_why + ")";
   if (!choice.found())
     return Outcome(CheckStatus::kFail,
-                   "NCCL would find no socket interface (" + choice.rule + "): init fails with 'Bootstrap : no socket "
-                   "interface found' / ncclInternalError",
+                   "NCCL would find no socket interface (" + choice.rule + (unusable.empty() ? "" : ": " + Join(unusable, "; ")) +
+                       "): init fails with 'Bootstrap : no socket interface found' / ncclInternalError",
                    ev, fix_to.empty() ? "set NCCL_SOCKET_IFNAME to an interface that is up and has an address" : fix_to);
   const topology::InterfaceAddress& sel = choice.selected.front();
   const topology::NetInterface* nif = net->Find(sel.ifname);
   std::string picked = sel.ifname + " (" + sel.address + ")";
   if (nif != nullptr && !nif->up)
-    return Outcome(CheckStatus::kFail, "NCCL would use " + picked + ", whose link is down", ev,
-                   fix_to.empty() ? "bring the link up or set NCCL_SOCKET_IFNAME" : fix_to + " (" + route_why + ")");
+    return Outcome(CheckStatus::kFail,
+                   "NCCL would use " + picked + ", whose link is down (operstate " +
+                       (nif->operstate.empty() ? "unknown" : nif->operstate) + "): connections through it hang or time out",
+                   ev, fix_to.empty() ? "bring the link up or set NCCL_SOCKET_IFNAME" : fix_to + fix_why);
   if (!routed.empty() && routed != sel.ifname && master)
     return Outcome(CheckStatus::kFail,
                    "NCCL would bootstrap on " + picked + " but MASTER_ADDR=" + *master + " is reached through " + routed +

@@ -1,9 +1,10 @@
-// gpu.nvlink, gpu.ecc, gpu.clocks and net.efa on replayed machines: the fixtures under
+// gpu.visibility, gpu.nvlink, gpu.ecc, gpu.clocks and net.efa on replayed machines: the fixtures under
 // tests/data/gpudoctor (an 8-GPU HGX box with one NVLink down, an A100 with a pending row remap and a
-// hardware slowdown, an EFA node without aws-ofi-nccl) and NVML facts written here.
+// hardware slowdown, an EFA node without aws-ofi-nccl, a g5-like 4x A10G VM) and NVML facts written here.
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -136,6 +137,86 @@ TEST(GpuChecks, EfaVariablesThatContradictTheMachine) {
   EXPECT_EQ(o.status, CheckStatus::kFail);
   EXPECT_NE(o.summary.find("efa provider is not usable (fi_getinfo(efa): No data available)"), std::string::npos) << o.summary;
   EXPECT_NE(o.fix.find("--device=/dev/infiniband/uverbs0"), std::string::npos) << o.fix;
+}
+
+// gpu.visibility on the g5-like fixture (4x A10G, driver 535.183.01, CUDA 12.2), varying the CUDA fact
+// and CUDA_VISIBLE_DEVICES the way a capture in that environment would record them.
+std::string CudaFact(int n) {
+  json m = json::array();
+  for (int i = 0; i < n; ++i) m.push_back(std::vector<bool>(static_cast<std::size_t>(n), false));
+  return json{{"available", true}, {"device_count", n}, {"can_access_peer", m}}.dump();
+}
+
+TEST(GpuChecks, VisibilityNvmlCudaAndVisibleDevicesAgree) {
+  const fs::path g5 = Fixture("g5-4gpu-no-p2p");
+  CheckOutcome o = RunOne(g5, "gpu.visibility");
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_EQ(o.summary, "4 GPU(s) visible to CUDA of 4 NVML lists; driver 535.183.01, CUDA 12.2");
+  EXPECT_TRUE(Has(o.evidence, "NVML: 4 GPU(s): GPU0 (00000000:00:1B.0, NVIDIA A10G), GPU1"));
+  EXPECT_TRUE(Has(o.evidence, "CUDA driver API 12.2 (nvmlSystemGetCudaDriverVersion_v2 = 12020)"));
+  EXPECT_TRUE(Has(o.evidence, "CUDA: cuDeviceGetCount = 4"));
+  EXPECT_TRUE(Has(o.evidence, "CUDA_VISIBLE_DEVICES not set"));
+
+  TempDir d;
+  fs::copy(g5, d.path(), fs::copy_options::recursive);
+  // A job restricted to two GPUs, by index and by UUID prefix.
+  d.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=2,3\n");
+  d.Write(".commkit/facts/cuda", CudaFact(2));
+  o = RunOne(d.path(), "gpu.visibility");
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_EQ(o.summary, "2 GPU(s) visible to CUDA (CUDA_VISIBLE_DEVICES=2,3) of 4 NVML lists; driver 535.183.01, CUDA 12.2");
+  d.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=GPU-a10a10a1-0000-0000-0000-000000000003\n");
+  d.Write(".commkit/facts/cuda", CudaFact(1));
+  EXPECT_EQ(RunOne(d.path(), "gpu.visibility").status, CheckStatus::kPass);
+
+  // An index past the last GPU: CUDA stops there, and the check says which entry.
+  d.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=0,1,7,2\n");
+  d.Write(".commkit/facts/cuda", CudaFact(2));
+  o = RunOne(d.path(), "gpu.visibility");
+  EXPECT_EQ(o.status, CheckStatus::kWarn) << o.summary;
+  EXPECT_NE(o.summary.find("entry '7' names no GPU of the 4: CUDA ignores it and every later entry (CUDA sees 2)"), std::string::npos)
+      << o.summary;
+  EXPECT_EQ(o.fix, "export CUDA_VISIBLE_DEVICES with indices 0..3 or GPU UUIDs from nvidia-smi -L");
+
+  // CUDA_VISIBLE_DEVICES hiding every GPU (cuInit then finds no device).
+  d.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=\n");
+  d.Write(".commkit/facts/cuda", R"j({"available":false,"error":"cuInit failed with CUDA error 100 (no CUDA-capable device)"})j");
+  o = RunOne(d.path(), "gpu.visibility");
+  EXPECT_EQ(o.status, CheckStatus::kWarn) << o.summary;
+  EXPECT_NE(o.summary.find("hides all 4 GPUs from CUDA"), std::string::npos) << o.summary;
+}
+
+TEST(GpuChecks, VisibilityMismatchesFail) {
+  TempDir d;
+  fs::copy(Fixture("g5-4gpu-no-p2p"), d.path(), fs::copy_options::recursive);
+  // No CUDA_VISIBLE_DEVICES, but CUDA enumerates 3 of the 4 GPUs NVML lists.
+  d.Write(".commkit/facts/cuda", CudaFact(3));
+  CheckOutcome o = RunOne(d.path(), "gpu.visibility");
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_EQ(o.summary.rfind("CUDA sees 3 GPU(s) where NVML lists 4: a GPU the driver lists is unusable by CUDA", 0), 0u) << o.summary;
+  EXPECT_NE(o.summary.find("driver 535.183.01, CUDA 12.2"), std::string::npos) << o.summary;
+  EXPECT_NE(o.fix.find("dmesg | grep -i Xid"), std::string::npos) << o.fix;
+
+  // NVML works but cuInit fails: an NVSwitch box without fabric manager, say.
+  d.Write(".commkit/facts/cuda",
+          R"j({"available":false,"error":"cuInit failed with CUDA error 802 (system not yet initialized: is nvidia-fabricmanager running?)"})j");
+  o = RunOne(d.path(), "gpu.visibility");
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_NE(o.summary.find("NVML sees 4 GPU(s) but CUDA cannot use them: cuInit failed with CUDA error 802"), std::string::npos)
+      << o.summary;
+  EXPECT_EQ(o.fix, "systemctl enable --now nvidia-fabricmanager");
+
+  // The driver lists a GPU that NVML does not (one dropped from the fact): a warning.
+  TempDir lost;
+  fs::copy(Fixture("g5-4gpu-no-p2p"), lost.path(), fs::copy_options::recursive);
+  json nvml = json::parse(std::ifstream(lost.path() / ".commkit/facts/nvml"));
+  nvml["gpus"].erase(3);
+  lost.Write(".commkit/facts/nvml", nvml.dump());
+  lost.Write(".commkit/facts/cuda", CudaFact(3));
+  o = RunOne(lost.path(), "gpu.visibility");
+  EXPECT_EQ(o.status, CheckStatus::kWarn) << o.summary;
+  EXPECT_NE(o.summary.find("the driver lists 4 GPUs in /proc/driver/nvidia/gpus but NVML sees 3"), std::string::npos) << o.summary;
+  EXPECT_EQ(RunOne(TempDir().path(), "gpu.visibility").status, CheckStatus::kSkip);  // no driver
 }
 
 // --- NVML facts written here ---------------------------------------------------------------------

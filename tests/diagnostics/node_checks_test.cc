@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -189,6 +190,49 @@ TEST(NodeChecksTest, NcclSocketExcludingEverythingFails) {
   EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
   EXPECT_NE(o.summary.find("no socket interface"), std::string::npos) << o.summary;
   EXPECT_EQ(o.fix, "export NCCL_SOCKET_IFNAME=ens6");
+}
+
+bool HasLine(const std::vector<std::string>& lines, const std::string& needle) {
+  for (const auto& l : lines)
+    if (l.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+// tests/data/gpudoctor/host-ens5-route-eth0-down: eth0 exists but is down (unplugged, no address), the only
+// route (default via 172.31.32.1) is on ens5, and the job's script hard-codes NCCL_SOCKET_IFNAME=eth0.
+TEST(NodeChecksTest, NcclSocketIfnameEth0DownWhileTheRouteIsOnEns5) {
+  CheckRecord r = RunOne("host-ens5-route-eth0-down", "net.nccl_socket");
+  const CheckOutcome& o = r.outcome;
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_EQ(o.summary,
+            "NCCL would find no socket interface (NCCL_SOCKET_IFNAME=eth0: eth0 is down (operstate down) and has no "
+            "address): init fails with 'Bootstrap : no socket interface found' / ncclInternalError");
+  EXPECT_EQ(o.fix, "export NCCL_SOCKET_IFNAME=ens5");
+  EXPECT_TRUE(HasLine(o.evidence, "eth0: down, mtu 1500"));
+  EXPECT_TRUE(HasLine(o.evidence, "ens5: up, mtu 9001, 172.31.41.17/20"));
+  EXPECT_TRUE(HasLine(o.evidence, "default route: via 172.31.32.1 dev ens5"));
+  EXPECT_TRUE(HasLine(o.evidence, "NCCL_SOCKET_IFNAME=eth0 matches an unusable interface: eth0 is down (operstate down)"));
+  // eth0 exists, so the environment check alone would not catch it.
+  EXPECT_EQ(RunOne("host-ens5-route-eth0-down", "env.nccl").outcome.status, CheckStatus::kPass);
+}
+
+TEST(NodeChecksTest, NcclSocketAutoOrderPicksADownEth0WithAStaleAddress) {
+  // The same host with a static address left on the unplugged eth0 and no NCCL_SOCKET_IFNAME: NCCL's
+  // automatic order ("^docker,lo", getifaddrs order) takes eth0.
+  testing::TempDir dir;
+  std::filesystem::copy(testing::TestDataDir() / "gpudoctor" / "host-ens5-route-eth0-down", dir.path(),
+                        std::filesystem::copy_options::recursive);
+  dir.Write(".commkit/facts/getifaddrs", "lo inet 127.0.0.1 8\neth0 inet 10.0.0.5 24\nens5 inet 172.31.41.17 20\n");
+  dir.Write(".commkit/facts/env", "NCCL_DEBUG=INFO\n");
+  CheckOutcome o = NcclSocketOn(dir);
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_EQ(o.summary, "NCCL would use eth0 (10.0.0.5), whose link is down (operstate down): connections through it hang or time out");
+  EXPECT_EQ(o.fix, "export NCCL_SOCKET_IFNAME=ens5 (ens5: it holds the default route)");
+  // Following the fix.
+  dir.Write(".commkit/facts/env", "NCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=ens5\n");
+  o = NcclSocketOn(dir);
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_EQ(o.summary, "NCCL would use ens5 (172.31.41.17) (NCCL_SOCKET_IFNAME=ens5)");
 }
 
 TEST(NodeChecksTest, EnvTyposAndContradictions) {
