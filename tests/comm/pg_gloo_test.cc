@@ -95,6 +95,27 @@ TEST(GlooAlgorithmChoice, ValueIsCaseInsensitive) {
   });
 }
 
+// In-place alltoallv (send == nullptr: the input is the start of the receive buffer), as the mpi and
+// host backends do it; gloo used to read through the null send buffer.
+TEST(GlooInPlace, AlltoallvSendsFromTheReceiveBuffer) {
+  RunRanks("gloo", 3, [&](ProcessGroup& pg) {
+    const int p = pg.size(), me = pg.rank();
+    std::vector<std::size_t> sc(p), rc(p);
+    for (int q = 0; q < p; ++q) {
+      sc[q] = static_cast<std::size_t>((me + q) % 3);
+      rc[q] = static_cast<std::size_t>((q + me) % 3);
+    }
+    Buffer b(DataType::kInt32, std::accumulate(rc.begin(), rc.end(), std::size_t{0}));
+    std::size_t k = 0;
+    for (int q = 0; q < p; ++q)
+      for (std::size_t i = 0; i < sc[q]; ++i) b.set(k++, 30 * me + 5 * q + static_cast<double>(i));
+    COMMKIT_WAIT_OK(pg.Alltoallv(nullptr, sc, b.data(), rc, DataType::kInt32));
+    k = 0;
+    for (int q = 0; q < p; ++q)
+      for (std::size_t i = 0; i < rc[q]; ++i) ASSERT_EQ(b.at(k++), 30 * q + 5 * me + static_cast<double>(i));
+  });
+}
+
 // COMMKIT_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME when it is unset) picks the interface Gloo binds.
 TEST(GlooSocketIfname, LoopbackInterfaceByEitherVariable) {
   for (const char* var : {"COMMKIT_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {

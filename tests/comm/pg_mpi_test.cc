@@ -155,6 +155,8 @@ TEST(PgMpi, InvalidArgumentsFailLocallyBeforeAnyCommunication) {
                      "scatter: send buffer is null with " + std::to_string(2 * p) + " elements");
       if (p > 1)
         expect_invalid(pg.Send(nullptr, 1, DataType::kFloat32, 0, 0, quick), "send: send buffer is null with 1 elements");
+      expect_invalid(pg.ReduceScatter(nullptr, other.data(), 2, DataType::kFloat32, ReduceOp::Sum(), quick),
+                     "reduce_scatter: send buffer is null with " + std::to_string(2 * p) + " elements");
       // A root or peer out of range.
       expect_invalid(pg.Broadcast(buf.data(), 1, DataType::kFloat32, p, quick),
                      "broadcast: root " + ps + " is out of range for a group of " + ps + " ranks");
@@ -175,6 +177,8 @@ TEST(PgMpi, InvalidArgumentsFailLocallyBeforeAnyCommunication) {
                      "alltoallv: recv_counts has " + std::to_string(p + 1) + " entries; the group has " + ps + " ranks");
       expect_invalid(pg.Alltoallv(buf.data(), {}, other.data(), ones, DataType::kFloat32, quick),
                      "alltoallv: counts has 0 entries");
+      expect_invalid(pg.Alltoallv(nullptr, std::vector<std::size_t>(p, 2), other.data(), ones, DataType::kFloat32, quick),
+                     "alltoallv: in place, this rank sends " + std::to_string(2 * p) + " elements but the buffer holds " + ps);
       // A count whose byte size overflows.
       expect_invalid(pg.Allreduce(buf.data(), other.data(), std::size_t{1} << 62, DataType::kFloat64, ReduceOp::Sum(), quick),
                      "overflows");

@@ -406,7 +406,10 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kAlltoallv: {
         std::size_t in_total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
-        std::vector<char> input(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, in_total));
+        // In place (send == nullptr or send == recv): the input is the start of the receive buffer
+        // (ValidateArgs checked that it holds in_total elements); staged, as the output overwrites it.
+        const char* from = static_cast<const char*>(a.send != nullptr ? a.send : a.recv);
+        std::vector<char> input(from, from + Bytes(a, in_total));
         std::vector<int64_t> in_counts(a.counts.begin(), a.counts.end());
         std::vector<int64_t> out_counts(a.recv_counts.begin(), a.recv_counts.end());
         std::vector<char> dummy(8);
