@@ -104,3 +104,14 @@ if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi)
   set_tests_properties(comm_pg_mpi_np3_nbc PROPERTIES LABELS mp TIMEOUT 600 PROCESSORS 3
     ENVIRONMENT "COMMKIT_MPI_COLLECTIVES=nbc;COMMKIT_TEST_DATA_DIR=${PROJECT_SOURCE_DIR}/tests/data;ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0;OMPI_MCA_mca_base_component_disable_dlclose=1")
 endif()
+
+# A rank that dies inside a collective under mpirun: Open MPI aborts the job (the survivors are killed,
+# mpirun exits with the dead rank's status); the wrapper checks that and that the job ends in time.
+if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi)
+  add_test(NAME comm_pg_mpi_rank_dies
+    COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} -DTEST_BIN=$<TARGET_FILE:comm_pg_mpi_test>
+            -DSTORE_DIR=${CMAKE_CURRENT_BINARY_DIR}/comm_pg_mpi_rank_dies.store -DLIMIT=60
+            -P ${CMAKE_CURRENT_SOURCE_DIR}/scripts/mpi_rank_dies.cmake)  # scripts/: outside the fragment glob
+  set_tests_properties(comm_pg_mpi_rank_dies PROPERTIES LABELS mp TIMEOUT 120 PROCESSORS 3
+    ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0;OMPI_MCA_mca_base_component_disable_dlclose=1")
+endif()

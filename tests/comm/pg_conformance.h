@@ -1,7 +1,9 @@
 // The process-group conformance suite: written once, instantiated per backend
 // (INSTANTIATE_TEST_SUITE_P(Gloo, PgConformance, Combine(Values("gloo"), Range(1, 5)))). Ranks run
-// as threads; every collective x dtype x op x sizes (0, 1, odd, > 1 MiB) against an independent
-// reference, in place and out of place, and split groups.
+// as threads; every collective x dtype x op x sizes (0, 1, odd, > 1 MiB for all-reduce and broadcast,
+// 64K elements per rank for allgather, reduce_scatter and alltoall) against an independent reference,
+// in place and out of place, every root of the rooted collectives, and split groups. There is no
+// in-place reduce_scatter: backend.h defines none (MPI and NCCL disagree on where the result goes).
 #pragma once
 
 #include <cctype>
@@ -27,6 +29,7 @@ class PgConformance : public ::testing::TestWithParam<PgParam> {
   std::string backend() const { return std::get<0>(GetParam()); }
   int ranks() const { return std::get<1>(GetParam()); }
   static constexpr std::size_t kBig = (1 << 20) / 4 + 3;  // > 1 MiB of f32, odd
+  static constexpr std::size_t kLarge = 1 << 16;          // per-rank block of the larger gather-type cases
 };
 
 inline std::string PgParamName(const ::testing::TestParamInfo<PgParam>& info) {
@@ -99,15 +102,25 @@ TEST_P(PgConformance, BroadcastReduceFromEveryRoot) {
           COMMKIT_WAIT_OK(pg.Broadcast(b.data(), n, t, root));
           for (std::size_t i = 0; i < n; i += (n > 100 ? 991 : 1)) ASSERT_EQ(b.at(i), Value(root, i, ReduceKind::kSum));
         }
-        for (ReduceOp op : {ReduceOp::Sum(), ReduceOp::Max(), ReduceOp::Avg()}) {
-          Buffer in(t, 5), out(t, 5);
-          for (std::size_t i = 0; i < 5; ++i) in.set(i, Value(pg.rank(), i, op.kind));
-          COMMKIT_WAIT_OK(pg.Reduce(in.data(), out.data(), 5, t, op, root));
-          if (pg.rank() != root) continue;
-          for (std::size_t i = 0; i < 5; ++i) {
-            double want = Reference(t, op, pg.size(), i);
-            ASSERT_NEAR(out.at(i), want, Tolerance(t, want)) << op.ToString() << " root " << root;
-          }
+      }
+      // Reduce with every op of the type, each once: op k at root k % p, out of place for the first p
+      // ops and in place (send == recv on every rank) for the next p, and so on, so every root and
+      // both placements are covered without multiplying ops x roots.
+      const std::vector<ReduceOp> ops = OpsFor(t);
+      for (std::size_t k = 0; k < ops.size(); ++k) {
+        const ReduceOp op = ops[k];
+        if (!pg.Supports(CollectiveKind::kReduce, t, pg.memory(), op)) continue;
+        const int root = static_cast<int>(k % static_cast<std::size_t>(pg.size()));
+        const bool in_place = (k / static_cast<std::size_t>(pg.size())) % 2 == 1;
+        Buffer in(t, 5), out(t, 5);
+        for (std::size_t i = 0; i < 5; ++i) in.set(i, Value(pg.rank(), i, op.kind));
+        COMMKIT_WAIT_OK(pg.Reduce(in.data(), in_place ? in.data() : out.data(), 5, t, op, root));
+        if (pg.rank() != root) continue;
+        const Buffer& res = in_place ? in : out;
+        for (std::size_t i = 0; i < 5; ++i) {
+          double want = Reference(t, op, pg.size(), i);
+          ASSERT_NEAR(res.at(i), want, Tolerance(t, want))
+              << ToString(t) << " " << op.ToString() << " root " << root << (in_place ? " in place" : "");
         }
       }
     }
@@ -117,6 +130,7 @@ TEST_P(PgConformance, BroadcastReduceFromEveryRoot) {
 TEST_P(PgConformance, GatherFamilies) {
   RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
     const int p = pg.size(), me = pg.rank();
+    int rotation = 0;  // gather/scatter root: moves on with every (type, size), so each root is covered
     for (DataType t : kAllTypes) {
       for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{9}}) {
         // allgather, out of place and in place
@@ -130,8 +144,8 @@ TEST_P(PgConformance, GatherFamilies) {
         COMMKIT_WAIT_OK(pg.Allgather(nullptr, inplace.data(), n, t));
         for (int r = 0; r < p; ++r)
           for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(inplace.at(r * n + i), Value(r, i, ReduceKind::kSum));
-        // gather / scatter at root p-1
-        int root = p - 1;
+        // gather / scatter; over the 8 types x 3 sizes the root takes every value for every size
+        const int root = (p - 1 + rotation++) % p;
         Buffer g(t, n * p);
         COMMKIT_WAIT_OK(pg.Gather(in.data(), g.data(), n, t, root));
         for (int r = 0; me == root && r < p; ++r)
@@ -151,6 +165,14 @@ TEST_P(PgConformance, GatherFamilies) {
       for (int r = 0; r < p; ++r)
         for (std::size_t i = 0; i < counts[r]; ++i) ASSERT_EQ(vout.at(off++), Value(r, i, ReduceKind::kSum));
     }
+    // allgather, larger: 64K elements per rank, once.
+    const std::size_t big = kLarge;
+    Buffer in(DataType::kInt32, big), out(DataType::kInt32, big * p);
+    for (std::size_t i = 0; i < big; ++i) in.set(i, 1000 * me + static_cast<double>(i % 997));
+    COMMKIT_WAIT_OK(pg.Allgather(in.data(), out.data(), big, DataType::kInt32));
+    for (int r = 0; r < p; ++r)
+      for (std::size_t i = 0; i < big; ++i)
+        ASSERT_EQ(out.at(r * big + i), 1000 * r + static_cast<double>(i % 997)) << "rank block " << r << " i=" << i;
   });
 }
 
@@ -159,13 +181,16 @@ TEST_P(PgConformance, ReduceScatterAndAlltoall) {
     const int p = pg.size(), me = pg.rank();
     for (DataType t : kAllTypes) {
       for (ReduceOp op : {ReduceOp::Sum(), ReduceOp::Min(), ReduceOp::Avg()}) {
-        const std::size_t n = 3;
-        Buffer in(t, n * p), out(t, n);
-        for (std::size_t i = 0; i < n * p; ++i) in.set(i, Value(me, i, op.kind));
-        COMMKIT_WAIT_OK(pg.ReduceScatter(in.data(), out.data(), n, t, op));
-        for (std::size_t i = 0; i < n; ++i) {
-          double want = Reference(t, op, p, me * n + i);
-          ASSERT_NEAR(out.at(i), want, Tolerance(t, want)) << ToString(t) << " " << op.ToString();
+        // Zero elements once per type (with SUM), three for every op.
+        for (std::size_t n : {std::size_t{0}, std::size_t{3}}) {
+          if (n == 0 && op.kind != ReduceKind::kSum) continue;
+          Buffer in(t, n * p), out(t, n);
+          for (std::size_t i = 0; i < n * p; ++i) in.set(i, Value(me, i, op.kind));
+          COMMKIT_WAIT_OK(pg.ReduceScatter(in.data(), out.data(), n, t, op));
+          for (std::size_t i = 0; i < n; ++i) {
+            double want = Reference(t, op, p, me * n + i);
+            ASSERT_NEAR(out.at(i), want, Tolerance(t, want)) << ToString(t) << " " << op.ToString() << " n=" << n;
+          }
         }
       }
       // reduce_scatter_v
@@ -177,14 +202,15 @@ TEST_P(PgConformance, ReduceScatterAndAlltoall) {
       for (std::size_t i = 0; i < total; ++i) vin.set(i, Value(me, i, ReduceKind::kSum));
       COMMKIT_WAIT_OK(pg.ReduceScatterV(vin.data(), vout.data(), counts, t, ReduceOp::Sum()));
       for (std::size_t i = 0; i < counts[me]; ++i) ASSERT_EQ(vout.at(i), Reference(t, ReduceOp::Sum(), p, off + i));
-      // alltoall: element (to q, i) = 100*me + 10*q + i  (kept small for i8 when p <= 4)
-      const std::size_t n = 2;
-      Buffer a(t, n * p), b(t, n * p);
-      for (int q = 0; q < p; ++q)
-        for (std::size_t i = 0; i < n; ++i) a.set(q * n + i, 30 * me + 5 * q + static_cast<double>(i));
-      COMMKIT_WAIT_OK(pg.Alltoall(a.data(), b.data(), n, t));
-      for (int q = 0; q < p; ++q)
-        for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b.at(q * n + i), 30 * q + 5 * me + static_cast<double>(i));
+      // alltoall: element (to q, i) = 30*me + 5*q + i  (kept small for i8 when p <= 4); 0 and 2 per block
+      for (std::size_t n : {std::size_t{0}, std::size_t{2}}) {
+        Buffer a(t, n * p), b(t, n * p);
+        for (int q = 0; q < p; ++q)
+          for (std::size_t i = 0; i < n; ++i) a.set(q * n + i, 30 * me + 5 * q + static_cast<double>(i));
+        COMMKIT_WAIT_OK(pg.Alltoall(a.data(), b.data(), n, t));
+        for (int q = 0; q < p; ++q)
+          for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b.at(q * n + i), 30 * q + 5 * me + static_cast<double>(i));
+      }
       // alltoallv: rank me sends (me + q) % 3 elements to q
       std::vector<std::size_t> sc(p), rc(p);
       for (int q = 0; q < p; ++q) {
@@ -200,6 +226,24 @@ TEST_P(PgConformance, ReduceScatterAndAlltoall) {
       k = 0;
       for (int q = 0; q < p; ++q)
         for (std::size_t i = 0; i < rc[q]; ++i) ASSERT_EQ(vb.at(k++), 30 * q + 5 * me + static_cast<double>(i));
+    }
+    // Larger, once each: reduce_scatter of 64K elements per rank (f32 SUM) and alltoall of 64K per block.
+    const std::size_t big = kLarge;
+    {
+      Buffer in(DataType::kFloat32, big * p), out(DataType::kFloat32, big);
+      for (std::size_t i = 0; i < big * p; ++i) in.set(i, Value(me, i, ReduceKind::kSum));
+      COMMKIT_WAIT_OK(pg.ReduceScatter(in.data(), out.data(), big, DataType::kFloat32, ReduceOp::Sum()));
+      for (std::size_t i = 0; i < big; ++i)
+        ASSERT_EQ(out.at(i), Reference(DataType::kFloat32, ReduceOp::Sum(), p, me * big + i)) << "i=" << i;
+    }
+    {
+      Buffer a(DataType::kInt32, big * p), b(DataType::kInt32, big * p);
+      for (int q = 0; q < p; ++q)
+        for (std::size_t i = 0; i < big; ++i) a.set(q * big + i, 1000000 * me + 1000 * q + static_cast<double>(i % 997));
+      COMMKIT_WAIT_OK(pg.Alltoall(a.data(), b.data(), big, DataType::kInt32));
+      for (int q = 0; q < p; ++q)
+        for (std::size_t i = 0; i < big; ++i)
+          ASSERT_EQ(b.at(q * big + i), 1000000 * q + 1000 * me + static_cast<double>(i % 997)) << "from " << q << " i=" << i;
     }
   });
 }

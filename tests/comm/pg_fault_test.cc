@@ -34,6 +34,14 @@ TEST_P(PgFaults, InvalidArgumentsFailBeforeCommunication) {
     expect_invalid(pg.Allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::Bxor()), "bitwise reduction");
     expect_invalid(pg.Send(&x, 1, DataType::kFloat32, 0), "peer 0 is this rank");
     expect_invalid(pg.Allreduce(&x, &x, 1, DataType::kInt32, ReduceOp::PreMulSum(0.5)), "not an integer");
+    // No in-place reduce_scatter: a null send buffer is an error (it used to be read through).
+    expect_invalid(pg.ReduceScatter(nullptr, &x, 1, DataType::kFloat32, ReduceOp::Sum()),
+                   "reduce_scatter: send buffer is null with 1 elements (reduce_scatter has no in-place form)");
+    expect_invalid(pg.ReduceScatterV(nullptr, &x, {1}, DataType::kFloat32, ReduceOp::Sum()),
+                   "reduce_scatter_v: send buffer is null with 1 elements");
+    // In-place alltoallv sending more than the buffer holds.
+    expect_invalid(pg.Alltoallv(nullptr, {2}, &x, {1}, DataType::kFloat32),
+                   "alltoallv: in place, this rank sends 2 elements but the buffer holds 1");
     auto device = pg.Allreduce(&x, &x, 1, DataType::kFloat32, ReduceOp::Sum(), {.memory = MemoryKind::kDevice});
     ASSERT_FALSE(device.ok());
     EXPECT_EQ(device.status().code(), StatusCode::kNotSupported);

@@ -95,5 +95,70 @@ TEST(GlooAlgorithmChoice, ValueIsCaseInsensitive) {
   });
 }
 
+// In-place alltoallv (send == nullptr: the input is the start of the receive buffer), as the mpi and
+// host backends do it; gloo used to read through the null send buffer.
+TEST(GlooInPlace, AlltoallvSendsFromTheReceiveBuffer) {
+  RunRanks("gloo", 3, [&](ProcessGroup& pg) {
+    const int p = pg.size(), me = pg.rank();
+    std::vector<std::size_t> sc(p), rc(p);
+    for (int q = 0; q < p; ++q) {
+      sc[q] = static_cast<std::size_t>((me + q) % 3);
+      rc[q] = static_cast<std::size_t>((q + me) % 3);
+    }
+    Buffer b(DataType::kInt32, std::accumulate(rc.begin(), rc.end(), std::size_t{0}));
+    std::size_t k = 0;
+    for (int q = 0; q < p; ++q)
+      for (std::size_t i = 0; i < sc[q]; ++i) b.set(k++, 30 * me + 5 * q + static_cast<double>(i));
+    COMMKIT_WAIT_OK(pg.Alltoallv(nullptr, sc, b.data(), rc, DataType::kInt32));
+    k = 0;
+    for (int q = 0; q < p; ++q)
+      for (std::size_t i = 0; i < rc[q]; ++i) ASSERT_EQ(b.at(k++), 30 * q + 5 * me + static_cast<double>(i));
+  });
+}
+
+// COMMKIT_SOCKET_IFNAME (or GLOO_SOCKET_IFNAME when it is unset) picks the interface Gloo binds.
+TEST(GlooSocketIfname, LoopbackInterfaceByEitherVariable) {
+  for (const char* var : {"COMMKIT_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    ScopedEnv commkit_var("COMMKIT_SOCKET_IFNAME", std::nullopt);
+    ScopedEnv gloo_var("GLOO_SOCKET_IFNAME", std::nullopt);
+    ScopedEnv set(var, "lo");
+    RunRanks("gloo", 2, [&](ProcessGroup& pg) {
+      std::int32_t v = pg.rank() + 1;
+      COMMKIT_WAIT_OK(pg.Allreduce(nullptr, &v, 1, DataType::kInt32, ReduceOp::Sum()));
+      EXPECT_EQ(v, 3) << var;
+    });
+  }
+}
+
+TEST(GlooSocketIfname, MissingInterfaceIsNamedWithWhatToDo) {
+  for (const char* var : {"COMMKIT_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
+    ScopedEnv commkit_var("COMMKIT_SOCKET_IFNAME", std::nullopt);
+    ScopedEnv gloo_var("GLOO_SOCKET_IFNAME", std::nullopt);
+    ScopedEnv set(var, "nosuchif0");
+    ProcessGroupOptions options;
+    options.backend = "gloo";
+    options.timeout = std::chrono::seconds(30);
+    auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, options);
+    ASSERT_FALSE(pg.ok()) << var;
+    const std::string& m = pg.status().message();
+    EXPECT_EQ(pg.status().code(), StatusCode::kInvalidArgument) << pg.status().ToString();
+    EXPECT_NE(m.find(std::string(var) + "=nosuchif0"), std::string::npos) << m;
+    EXPECT_NE(m.find("no network interface 'nosuchif0'"), std::string::npos) << m;
+    EXPECT_NE(m.find("lo"), std::string::npos) << m;  // the interfaces this host has
+    EXPECT_NE(m.find("set " + std::string(var) + " to an interface every rank can reach"), std::string::npos) << m;
+  }
+}
+
+// COMMKIT_SOCKET_IFNAME wins over GLOO_SOCKET_IFNAME.
+TEST(GlooSocketIfname, CommkitVariableTakesPrecedence) {
+  ScopedEnv commkit_var("COMMKIT_SOCKET_IFNAME", "lo");
+  ScopedEnv gloo_var("GLOO_SOCKET_IFNAME", "nosuchif0");
+  RunRanks("gloo", 1, [&](ProcessGroup& pg) {
+    std::int32_t v = 5;
+    COMMKIT_WAIT_OK(pg.Allreduce(nullptr, &v, 1, DataType::kInt32, ReduceOp::Sum()));
+    EXPECT_EQ(v, 5);
+  });
+}
+
 }  // namespace
 }  // namespace commkit::testing

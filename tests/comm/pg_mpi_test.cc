@@ -4,8 +4,10 @@
 // unavailable with the reason and that creating it fails with that reason; run under
 // `mpirun --allow-run-as-root --oversubscribe -np N` (label mp) it runs the whole conformance suite and
 // the fault tests over the launcher's world, with a FileStore in a per-job temporary directory.
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "commkit/comm/file_store.h"
 #include "commkit/comm/registry.h"
@@ -125,6 +127,106 @@ TEST(PgMpi, ARankDelayedPastTheTimeoutIsNamed) {
   });
 }
 
+// Invalid arguments fail on the calling rank with InvalidArgument before any communication. Only the
+// last rank makes the bad calls (the others would wait for it if anything were sent or a sequence
+// number taken); then every rank's next collective is #1 and completes.
+TEST(PgMpi, InvalidArgumentsFailLocallyBeforeAnyCommunication) {
+  if (!Launched()) GTEST_SKIP() << "needs mpirun";
+  RunRanks("mpi", World().size, [](ProcessGroup& pg) {
+    const int p = pg.size();
+    const std::string ps = std::to_string(p);
+    if (pg.rank() == p - 1) {
+      std::vector<float> buf(4 * static_cast<std::size_t>(p) + 4, 1.0f), other(buf.size(), 0.0f);
+      const std::vector<std::size_t> ones(p, 1), too_many(p + 1, 1);
+      auto expect_invalid = [](const Result<ProcessGroup::WorkPtr>& r, const std::string& text) {
+        ASSERT_FALSE(r.ok()) << "accepted; expected InvalidArgument with: " << text;
+        EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+        EXPECT_NE(r.status().message().find(text), std::string::npos) << r.status().message();
+      };
+      const OpOptions quick{.timeout = 5s};
+      // A null buffer with a count > 0.
+      expect_invalid(pg.Allreduce(nullptr, nullptr, 4, DataType::kFloat32, ReduceOp::Sum(), quick),
+                     "allreduce: receive buffer is null with 4 elements");
+      expect_invalid(pg.Broadcast(nullptr, 3, DataType::kInt32, 0, quick), "broadcast: receive buffer is null with 3 elements");
+      expect_invalid(pg.Reduce(buf.data(), nullptr, 2, DataType::kFloat32, ReduceOp::Max(), p - 1, quick),
+                     "reduce: receive buffer is null with 2 elements");
+      expect_invalid(pg.Gather(nullptr, buf.data(), 2, DataType::kFloat32, 0, quick), "gather: send buffer is null");
+      expect_invalid(pg.Scatter(nullptr, buf.data(), 2, DataType::kFloat32, p - 1, quick),
+                     "scatter: send buffer is null with " + std::to_string(2 * p) + " elements");
+      if (p > 1)
+        expect_invalid(pg.Send(nullptr, 1, DataType::kFloat32, 0, 0, quick), "send: send buffer is null with 1 elements");
+      expect_invalid(pg.ReduceScatter(nullptr, other.data(), 2, DataType::kFloat32, ReduceOp::Sum(), quick),
+                     "reduce_scatter: send buffer is null with " + std::to_string(2 * p) + " elements");
+      // A root or peer out of range.
+      expect_invalid(pg.Broadcast(buf.data(), 1, DataType::kFloat32, p, quick),
+                     "broadcast: root " + ps + " is out of range for a group of " + ps + " ranks");
+      expect_invalid(pg.Reduce(buf.data(), other.data(), 1, DataType::kFloat32, ReduceOp::Sum(), -1, quick),
+                     "reduce: root -1 is out of range for a group of " + ps + " ranks");
+      expect_invalid(pg.Gather(buf.data(), other.data(), 1, DataType::kFloat32, p + 2, quick),
+                     "gather: root " + std::to_string(p + 2) + " is out of range");
+      expect_invalid(pg.Scatter(buf.data(), other.data(), 1, DataType::kFloat32, -3, quick),
+                     "scatter: root -3 is out of range");
+      expect_invalid(pg.Recv(buf.data(), 1, DataType::kFloat32, p, 0, quick),
+                     "recv: peer " + ps + " is out of range for a group of " + ps + " ranks");
+      // v-collectives whose counts do not match the group.
+      expect_invalid(pg.Allgatherv(buf.data(), other.data(), too_many, DataType::kFloat32, quick),
+                     "allgatherv: counts has " + std::to_string(p + 1) + " entries; the group has " + ps + " ranks");
+      expect_invalid(pg.ReduceScatterV(buf.data(), other.data(), too_many, DataType::kFloat32, ReduceOp::Sum(), quick),
+                     "reduce_scatter_v: counts has " + std::to_string(p + 1) + " entries");
+      expect_invalid(pg.Alltoallv(buf.data(), ones, other.data(), too_many, DataType::kFloat32, quick),
+                     "alltoallv: recv_counts has " + std::to_string(p + 1) + " entries; the group has " + ps + " ranks");
+      expect_invalid(pg.Alltoallv(buf.data(), {}, other.data(), ones, DataType::kFloat32, quick),
+                     "alltoallv: counts has 0 entries");
+      expect_invalid(pg.Alltoallv(nullptr, std::vector<std::size_t>(p, 2), other.data(), ones, DataType::kFloat32, quick),
+                     "alltoallv: in place, this rank sends " + std::to_string(2 * p) + " elements but the buffer holds " + ps);
+      // A count whose byte size overflows.
+      expect_invalid(pg.Allreduce(buf.data(), other.data(), std::size_t{1} << 62, DataType::kFloat64, ReduceOp::Sum(), quick),
+                     "overflows");
+    }
+    // Nothing went out and no sequence number was taken: the next collective is #1 on every rank.
+    std::int32_t v = 1;
+    auto work = pg.Allreduce(nullptr, &v, 1, DataType::kInt32, ReduceOp::Sum(), {.timeout = 30s});
+    ASSERT_TRUE(work.ok()) << work.status().ToString();
+    COMMKIT_EXPECT_OK((*work)->Wait(60s));
+    EXPECT_EQ((*work)->Sequence(), 1u);
+    EXPECT_EQ(v, p);
+  });
+}
+
+// A rank that dies inside a collective under Open MPI's mpirun. Not part of the ordinary runs: the
+// CTest comm_pg_mpi_rank_dies (tests/comm/scripts/mpi_rank_dies.cmake) runs only this test under
+// `mpirun -np 3` with COMMKIT_TEST_MPI_RANK_DIES=1 and checks what the launcher does. Ranks 0 and 1
+// enter allreduce #2 (rank 2 is 3 s late, so it cannot finish) and rank 1 calls _exit(7) from another
+// thread 0.7 s later, inside the collective. Open MPI 4.1 (ORTE) then aborts the whole job: the
+// survivors get SIGTERM, then SIGKILL, and mpirun exits with the dead rank's status (7); no survivor
+// sees an error from the backend. Should a survivor's collective ever return instead, it prints what it got and exits (42, or 43 after its 30 s timeout), which the wrapper
+// reports as a change of behaviour: every wait is bounded.
+TEST(PgMpiRankDies, SurvivorsAreEndedByMpirun) {
+  if (std::getenv("COMMKIT_TEST_MPI_RANK_DIES") == nullptr) GTEST_SKIP() << "run by the CTest comm_pg_mpi_rank_dies";
+  if (!Launched() || World().size < 3) GTEST_SKIP() << "needs mpirun -np 3 or more";
+  RunRanks("mpi", World().size, [](ProcessGroup& pg) {
+    std::vector<float> buf(1 << 20, 1.0f);  // 4 MiB: the ring path, many messages in flight
+    COMMKIT_ASSERT_OK((*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait(60s));
+    std::fprintf(stderr, "rank %d: allreduce #1 done, entering allreduce #2\n", pg.rank());
+    if (pg.rank() == 1) {
+      std::thread([] {
+        std::this_thread::sleep_for(700ms);
+        std::fprintf(stderr, "rank 1: _exit(7) inside allreduce #2\n");
+        std::_Exit(7);
+      }).detach();
+    }
+    // Rank 2 is late, so allreduce #2 cannot finish before rank 1 dies in it (rank 0 waits inside it).
+    if (pg.rank() == 2) std::this_thread::sleep_for(3s);
+    auto work = pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 30s});
+    ASSERT_TRUE(work.ok()) << work.status().ToString();
+    Status s = (*work)->Wait(40s);
+    if (pg.rank() == 1) std::this_thread::sleep_for(30s);  // not reached: _exit above
+    std::fprintf(stderr, "rank %d: allreduce #2 returned (%s); mpirun did not end the job\n", pg.rank(),
+                 s.ToString().c_str());
+    std::_Exit(s.code() == StatusCode::kTimeout ? 43 : 42);
+  });
+}
+
 }  // namespace
 }  // namespace commkit::testing
 
@@ -140,6 +242,8 @@ int main(int argc, char** argv) {
     const char* job = std::getenv("OMPI_MCA_ess_base_jobid");
     if (job == nullptr) job = std::getenv("PMIX_NAMESPACE");
     dir = std::filesystem::temp_directory_path() / (std::string("commkit-pg-mpi-") + (job ? job : "job"));
+    // A run whose ranks are killed (comm_pg_mpi_rank_dies) cannot remove its store: its wrapper names one.
+    if (const char* d = std::getenv("COMMKIT_TEST_MPI_STORE_DIR"); d != nullptr && *d != '\0') dir = d;
     auto store = commkit::FileStore::Open(dir);
     if (!store.ok()) {
       std::fprintf(stderr, "rank %d: %s\n", world.rank, store.status().ToString().c_str());

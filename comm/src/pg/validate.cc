@@ -82,6 +82,14 @@ Status ValidateArgs(const CollectiveArgs& a, int rank, int size) {
   bool needs_send_buffer = send_elems > 0 && !(in_place && a.kind != CollectiveKind::kSend &&
                                                a.kind != CollectiveKind::kScatter && a.kind != CollectiveKind::kGather);
   if (needs_send_buffer && a.send == nullptr) return Bad(a, StrCat("send buffer is null with ", send_elems, " elements"));
+  // reduce_scatter has no in-place form (its result is smaller than its input; backend.h): a null send
+  // buffer is an error, not "in place" (the gloo and host backends would read through it).
+  if ((a.kind == CollectiveKind::kReduceScatter || a.kind == CollectiveKind::kReduceScatterV) && send_elems > 0 &&
+      a.send == nullptr)
+    return Bad(a, StrCat("send buffer is null with ", send_elems, " elements (reduce_scatter has no in-place form)"));
+  // In-place alltoallv sends from the receive buffer: it must hold what this rank sends.
+  if (a.kind == CollectiveKind::kAlltoallv && in_place && send_elems > recv_elems)
+    return Bad(a, StrCat("in place, this rank sends ", send_elems, " elements but the buffer holds ", recv_elems));
   if (a.kind == CollectiveKind::kScatter && rank == a.root && send_elems > 0 && a.send == nullptr)
     return Bad(a, "the root's send buffer is null");
   if (a.kind == CollectiveKind::kGather && send_elems > 0 && a.send == nullptr)

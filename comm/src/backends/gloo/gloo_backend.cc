@@ -1,6 +1,7 @@
 #include "gloo_backend.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -88,6 +89,23 @@ std::string LocalAddressTowards(const std::string& host) {
   if (fd >= 0) ::close(fd);
   ::freeaddrinfo(res);
   return out;
+}
+
+// The interfaces of this host with an IPv4 or IPv6 address (what Gloo's tcp device can bind), sorted,
+// without duplicates.
+std::vector<std::string> InterfacesWithAddresses() {
+  std::vector<std::string> names;
+  struct ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return names;
+  for (struct ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_name == nullptr || i->ifa_addr == nullptr) continue;
+    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
+    names.emplace_back(i->ifa_name);
+  }
+  ::freeifaddrs(list);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 Status FromGloo(const std::exception& e, std::string_view what) {
@@ -388,7 +406,10 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kAlltoallv: {
         std::size_t in_total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
-        std::vector<char> input(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, in_total));
+        // In place (send == nullptr or send == recv): the input is the start of the receive buffer
+        // (ValidateArgs checked that it holds in_total elements); staged, as the output overwrites it.
+        const char* from = static_cast<const char*>(a.send != nullptr ? a.send : a.recv);
+        std::vector<char> input(from, from + Bytes(a, in_total));
         std::vector<int64_t> in_counts(a.counts.begin(), a.counts.end());
         std::vector<int64_t> out_counts(a.recv_counts.begin(), a.recv_counts.end());
         std::vector<char> dummy(8);
@@ -524,12 +545,23 @@ void PrimePairs(gloo::rendezvous::Context& context, std::size_t bytes, std::chro
 Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   gloo::transport::tcp::attr attr;
   std::optional<std::string> iface;
-  COMMKIT_ASSIGN_OR_RETURN(iface, EnvString("COMMKIT_SOCKET_IFNAME"));
+  const char* iface_var = "COMMKIT_SOCKET_IFNAME";
+  COMMKIT_ASSIGN_OR_RETURN(iface, EnvString(iface_var));
   if (!iface) {
-    COMMKIT_ASSIGN_OR_RETURN(iface, EnvString("GLOO_SOCKET_IFNAME"));
+    iface_var = "GLOO_SOCKET_IFNAME";
+    COMMKIT_ASSIGN_OR_RETURN(iface, EnvString(iface_var));
   }
   std::string where;
   if (iface && !iface->empty()) {
+    // Gloo's own error for this is "Unable to find address for: <name>"; say which variable chose it,
+    // what this host has, and what to do.
+    std::vector<std::string> names = InterfacesWithAddresses();
+    if (std::find(names.begin(), names.end(), *iface) == names.end())
+      return Status::InvalidArgument(
+          StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name, ": ", iface_var, "=", *iface,
+                 ": this host has no network interface '", *iface, "' with an IP address (interfaces with one: ",
+                 names.empty() ? std::string("none") : Join(names, ", "), "); set ", iface_var,
+                 " to an interface every rank can reach, or unset it to use the address that routes to MASTER_ADDR"));
     attr.iface = *iface;
     where = StrCat("interface ", *iface);
   } else {
