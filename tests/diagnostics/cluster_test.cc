@@ -1,4 +1,6 @@
-// gpudoctor cluster mode in one process: ranks are threads sharing a HashStore, probing over loopback.
+// gpudoctor cluster mode in one process: ranks are threads sharing a HashStore, probing over loopback;
+// and the version/plugin facts from small replayed machine trees written here.
+#include <filesystem>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -104,6 +106,168 @@ TEST(Cluster, RefusedPeerAndMtuMismatchAndSlowHostAreNamed) {
   EXPECT_TRUE(mtu);
   EXPECT_TRUE(slow);
   EXPECT_EQ(rep.diff.count("net.nccl_iface.mtu"), 1u);
+}
+
+
+// --- cuda.driver_version, nccl.version, nccl.net_plugins from replayed trees ---------------------
+
+namespace fs = std::filesystem;
+using commkit::testing::TempDir;
+
+struct FakeHost {
+  std::string nccl = "2.21.5";       // libnccl.so.<nccl> in /usr/lib/x86_64-linux-gnu ("" = none)
+  bool plugin_installed = true;      // aws-ofi-nccl in /opt/amazon/ofi-nccl/lib
+  bool plugin_on_ld_path = true;     // ... and LD_LIBRARY_PATH names that dir
+  int cuda = 12040;                  // NVML's CUDA driver version (0 = no NVML)
+  std::string extra_env;             // more "NAME=value" lines for the env fact
+};
+
+// A machine tree as SystemView::Replay reads it: files, symbolic links, and the facts the live view
+// would have recorded (env, nvml).
+void WriteHost(const TempDir& d, const FakeHost& h) {
+  std::string env = "NCCL_DEBUG=WARN\n" + h.extra_env;
+  if (h.plugin_on_ld_path) env += "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:/usr/local/cuda/lib64\n";
+  d.Write(".commkit/facts/env", env);
+  d.Write("etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n");
+  d.Write("etc/ld.so.conf.d/x86_64-linux-gnu.conf", "# Multiarch support\n/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n");
+  if (!h.nccl.empty()) {
+    d.Write("usr/lib/x86_64-linux-gnu/libnccl.so." + h.nccl, "ELF");
+    fs::create_symlink("libnccl.so." + h.nccl, d.path() / "usr/lib/x86_64-linux-gnu/libnccl.so.2");
+  }
+  if (h.plugin_installed) {
+    d.Write("opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so", "ELF");
+    fs::create_symlink("libnccl-net-ofi.so", d.path() / "opt/amazon/ofi-nccl/lib/libnccl-net.so");
+  }
+  if (h.cuda > 0)
+    d.Write(".commkit/facts/nvml", nlohmann::json{{"available", true}, {"driver_version", "550.54.15"},
+                                                  {"cuda_driver_version", h.cuda}, {"gpus", nlohmann::json::array()}}.dump());
+  d.Write("proc/driver/nvidia/version", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n");
+}
+
+std::map<std::string, std::string> FactsOf(const FakeHost& h) {
+  TempDir d;
+  WriteHost(d, h);
+  return CollectClusterFacts(CheckContext{SystemView::Replay(d.path())}, nullptr, nullptr);
+}
+
+TEST(ClusterFacts, VersionsAndTheNetPluginNcclWouldLoad) {
+  auto facts = FactsOf({});
+  EXPECT_EQ(facts["nccl.version"], "2.21.5");  // libnccl.so.2 -> libnccl.so.2.21.5 is one library
+  EXPECT_EQ(facts["nccl.net_plugins"], "/opt/amazon/ofi-nccl/lib/libnccl-net.so -> libnccl-net-ofi.so");
+  EXPECT_EQ(facts["cuda.driver_version"], "12.4");
+  EXPECT_EQ(facts["nvidia.driver"].find("NVRM version"), 0u);
+  EXPECT_EQ(facts["env.NCCL_DEBUG"], "WARN");  // from the env fact, not this process's environment
+  EXPECT_EQ(facts.count("env.LD_LIBRARY_PATH"), 0u);
+
+  // Installed but off the loader path: NCCL loads nothing; the fact says where the plugin is.
+  facts = FactsOf({.plugin_on_ld_path = false});
+  EXPECT_EQ(facts["nccl.net_plugins"],
+            "none; not loaded: /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so, /opt/amazon/ofi-nccl/lib/libnccl-net.so");
+  // Not installed, no NVML, no NCCL: no version facts, the plugin fact still says "none".
+  facts = FactsOf({.nccl = "", .plugin_installed = false, .cuda = 0});
+  EXPECT_EQ(facts["nccl.net_plugins"], "none");
+  EXPECT_EQ(facts.count("nccl.version"), 0u);
+  EXPECT_EQ(facts.count("cuda.driver_version"), 0u);
+}
+
+TEST(ClusterFacts, NcclNetPluginFollowsNcclsLoaderRules) {
+  // A bare name: NCCL dlopen()s "ofi" then "libnccl-net-ofi.so" on the loader path.
+  auto facts = FactsOf({.extra_env = "NCCL_NET_PLUGIN=ofi\n"});
+  EXPECT_EQ(facts["nccl.net_plugins"], "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so");
+  // A path is opened as given, on or off the loader path.
+  facts = FactsOf({.plugin_on_ld_path = false, .extra_env = "NCCL_NET_PLUGIN=/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so\n"});
+  EXPECT_EQ(facts["nccl.net_plugins"], "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so");
+  // A name that is not there, and "none".
+  facts = FactsOf({.extra_env = "NCCL_NET_PLUGIN=gib\n"});
+  EXPECT_EQ(facts["nccl.net_plugins"].rfind("none (NCCL_NET_PLUGIN=gib: tried gib, libnccl-net-gib.so)", 0), 0u)
+      << facts["nccl.net_plugins"];
+  facts = FactsOf({.extra_env = "NCCL_NET_PLUGIN=none\n"});
+  EXPECT_EQ(facts["nccl.net_plugins"].rfind("none (NCCL_NET_PLUGIN=none)", 0), 0u) << facts["nccl.net_plugins"];
+  // A list: the first entry found is what NCCL tries first.
+  facts = FactsOf({.extra_env = "NCCL_NET_PLUGIN=gib,ofi\n"});
+  EXPECT_EQ(facts["nccl.net_plugins"], "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so");
+}
+
+TEST(ClusterFacts, UnversionedNcclTakesTheHeaderVersionAndTwoLibrariesAreBothNamed) {
+  TempDir d;
+  WriteHost(d, {});
+  // PyTorch's nvidia-nccl-cu12 wheel: libnccl.so.2 only, the version in the nccl.h beside it.
+  const std::string wheel = "usr/local/lib/python3.11/dist-packages/nvidia/nccl/";
+  d.Write(wheel + "lib/libnccl.so.2", "ELF");
+  d.Write(wheel + "include/nccl.h", "#define NCCL_VERSION_CODE 22304\n");
+  auto facts = CollectClusterFacts(CheckContext{SystemView::Replay(d.path())}, nullptr, nullptr);
+  EXPECT_EQ(facts["nccl.version"], "2.21.5, 2.23.4");
+}
+
+std::vector<ClusterHost> HostsFrom(const std::vector<FakeHost>& fakes) {
+  std::vector<ClusterHost> hosts(fakes.size());
+  for (std::size_t r = 0; r < fakes.size(); ++r) {
+    hosts[r].rank = static_cast<int>(r);
+    hosts[r].arrived = true;
+    hosts[r].host = "n" + std::to_string(r);
+    hosts[r].facts = FactsOf(fakes[r]);
+  }
+  return hosts;
+}
+
+const ClusterFinding* FindingFor(const ClusterReport& rep, const std::string& fact, std::vector<int> ranks) {
+  for (const ClusterFinding& f : rep.findings)
+    if (f.ranks == ranks && f.summary.find(": " + fact + " = ") != std::string::npos) return &f;
+  return nullptr;
+}
+
+TEST(ClusterFacts, DiffNamesTheHostWithoutThePluginAndTheOtherNcclVersion) {
+  // n1: aws-ofi-nccl installed but not on LD_LIBRARY_PATH; n2: NCCL 2.18.1; n3: older driver;
+  // n4: no plugin at all.
+  ClusterReport rep = BuildClusterReport(
+      HostsFrom({{}, {.plugin_on_ld_path = false}, {.nccl = "2.18.1"}, {.cuda = 12020}, {.plugin_installed = false}}), {});
+  EXPECT_EQ(rep.ExitCode(), 2);
+  ASSERT_EQ(rep.diff.count("nccl.net_plugins"), 1u);
+  EXPECT_EQ(rep.diff["nccl.net_plugins"]["/opt/amazon/ofi-nccl/lib/libnccl-net.so -> libnccl-net-ofi.so"], (std::vector<int>{0, 2, 3}));
+
+  const ClusterFinding* off_path = FindingFor(rep, "nccl.net_plugins", {1});
+  ASSERT_NE(off_path, nullptr) << rep.ToText(false);
+  EXPECT_EQ(off_path->status, CheckStatus::kFail);
+  EXPECT_EQ(off_path->summary.rfind("n1 (rank 1): nccl.net_plugins = 'none; not loaded:", 0), 0u) << off_path->summary;
+  EXPECT_EQ(off_path->fix.rfind("export LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:$LD_LIBRARY_PATH   # on n1 (rank 1)", 0), 0u)
+      << off_path->fix;
+
+  const ClusterFinding* missing = FindingFor(rep, "nccl.net_plugins", {4});
+  ASSERT_NE(missing, nullptr) << rep.ToText(false);
+  EXPECT_EQ(missing->status, CheckStatus::kFail);
+  EXPECT_EQ(missing->fix, "install aws-ofi-nccl (the AWS EFA installer puts it in /opt/amazon/ofi-nccl) on n4 (rank 4), "
+                          "then export LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:$LD_LIBRARY_PATH");
+
+  const ClusterFinding* nccl = FindingFor(rep, "nccl.version", {2});
+  ASSERT_NE(nccl, nullptr) << rep.ToText(false);
+  EXPECT_EQ(nccl->status, CheckStatus::kFail);
+  EXPECT_NE(nccl->summary.find("'2.18.1' but 4 of 5 hosts have '2.21.5'"), std::string::npos) << nccl->summary;
+  EXPECT_EQ(nccl->fix, "install NCCL 2.21.5 on n2 (rank 2) so every host runs one version; check with NCCL_DEBUG=VERSION on every rank");
+
+  const ClusterFinding* cuda = FindingFor(rep, "cuda.driver_version", {3});
+  ASSERT_NE(cuda, nullptr) << rep.ToText(false);
+  EXPECT_EQ(cuda->status, CheckStatus::kWarn);
+  EXPECT_NE(cuda->summary.find("'12.2' but 4 of 5 hosts have '12.4'"), std::string::npos) << cuda->summary;
+  EXPECT_EQ(cuda->fix, "install the NVIDIA driver the other hosts run (550.54.15, CUDA 12.4) on n3 (rank 3), then reboot "
+                      "(or reload the nvidia modules)");
+
+  // Only the hosts named: nobody else is blamed for these three facts.
+  for (const ClusterFinding& f : rep.findings) {
+    for (const char* fact : {"nccl.net_plugins", "nccl.version", "cuda.driver_version"}) {
+      if (f.summary.find(std::string(": ") + fact + " = ") == std::string::npos) continue;
+      EXPECT_TRUE(f.ranks == std::vector<int>{1} || f.ranks == std::vector<int>{2} || f.ranks == std::vector<int>{3} ||
+                  f.ranks == std::vector<int>{4})
+          << f.summary;
+    }
+  }
+}
+
+TEST(ClusterFacts, OnlyHostLoadingAPluginFailsToo) {
+  ClusterReport rep = BuildClusterReport(HostsFrom({{.plugin_installed = false}, {.plugin_installed = false}, {}}), {});
+  const ClusterFinding* f = FindingFor(rep, "nccl.net_plugins", {2});
+  ASSERT_NE(f, nullptr) << rep.ToText(false);
+  EXPECT_EQ(f->status, CheckStatus::kFail);
+  EXPECT_NE(f->fix.find("export NCCL_NET_PLUGIN=none on n2 (rank 2)"), std::string::npos) << f->fix;
 }
 
 }  // namespace

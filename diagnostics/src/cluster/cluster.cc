@@ -23,8 +23,9 @@
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/netif.h"
-
-extern char** environ;
+#include "commkit/topology/probe.h"
+#include "../check_support.h"
+#include "../nccl_libraries.h"
 
 namespace commkit::diagnostics {
 namespace {
@@ -284,18 +285,22 @@ std::vector<std::optional<std::string>> Gather(Store& store, const ClusterOption
 
 }  // namespace
 
-std::map<std::string, std::string> CollectClusterFacts(const SystemView& view, std::string* chosen_iface,
+std::map<std::string, std::string> CollectClusterFacts(const CheckContext& context, std::string* chosen_iface,
                                                        std::string* chosen_address) {
+  const SystemView& view = *context.system;
   std::map<std::string, std::string> facts;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    std::string_view kv(*e);
-    if (!StartsWith(kv, "NCCL_") && !StartsWith(kv, "FI_")) continue;
-    auto eq = kv.find('=');
-    if (eq == std::string_view::npos) continue;
-    facts["env." + std::string(kv.substr(0, eq))] = std::string(kv.substr(eq + 1));
-  }
+  const std::map<std::string, std::string> env = internal::NodeEnv(context);
+  for (const auto& [name, value] : env)
+    if (StartsWith(name, "NCCL_") || StartsWith(name, "FI_")) facts["env." + name] = value;
   std::string drv = ReadTrim(view, "/proc/driver/nvidia/version");
   if (!drv.empty()) facts["nvidia.driver"] = std::string(Trim(Split(drv, '\n', true).front()));
+  if (const auto& topo = context.topology(); topo.ok() && topo->gpu.nvml_available && topo->gpu.cuda_driver_version > 0) {
+    const int v = topo->gpu.cuda_driver_version;  // 12040
+    facts["cuda.driver_version"] = StrCat(v / 1000, ".", v % 1000 / 10);
+  }
+  const internal::NcclLibraries nccl = internal::FindNcclLibraries(view, env);
+  if (std::string v = internal::NcclVersionFact(nccl); !v.empty()) facts["nccl.version"] = v;
+  facts["nccl.net_plugins"] = internal::NcclNetPluginsFact(nccl);
   auto net = topology::ProbeNetwork(view);
   if (net.ok()) {
     std::vector<std::string> names;
@@ -342,9 +347,10 @@ Result<std::optional<ClusterReport>> RunCluster(Store& store, const CheckRegistr
   ::gethostname(hn, sizeof hn - 1);
   me.host = hn;
   std::string address;
-  me.facts = CollectClusterFacts(*context.system, &me.iface, &address);
-  if (!o.listen_address.empty()) address = o.listen_address;
   me.report = RunChecks(registry, context, o.selection);
+  // After the checks: cuda.driver_version comes from the topology probe they share (NVML asked once).
+  me.facts = CollectClusterFacts(context, &me.iface, &address);
+  if (!o.listen_address.empty()) address = o.listen_address;
   for (const CheckRecord& r : me.report.records)
     if (r.info.id == "gpu.driver" || r.info.id == "nccl.libs") me.facts["check." + r.info.id] = r.outcome.summary;
 

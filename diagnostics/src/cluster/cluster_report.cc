@@ -51,6 +51,83 @@ void AddNodeFindings(ClusterReport& rep) {
   }
 }
 
+std::string DirOf(const std::string& path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? "" : path.substr(0, slash);
+}
+
+// "550.54.15" from /proc/driver/nvidia/version's first line ("NVRM version: NVIDIA UNIX x86_64 Kernel
+// Module  550.54.15  Tue Mar ..."); the whole line when it has another shape.
+std::string DriverVersion(const std::string& nvrm) {
+  auto pos = nvrm.find("Kernel Module");
+  if (pos == std::string::npos) return nvrm;
+  std::vector<std::string> words = Split(nvrm.substr(pos + 13), ' ', true);
+  return words.empty() ? nvrm : words.front();
+}
+
+// nccl.net_plugins: "path[ -> target]; ..." or "none[ (...)][; not loaded: a, b]".
+bool NoPlugin(const std::string& value) { return value == "(unset)" || StartsWith(value, "none"); }
+
+// A host whose NCCL loads no net plugin while the others load one (or the reverse) runs another
+// network transport than its peers: connections between them fail or crawl over TCP. Different
+// plugins on both sides only warn.
+void NetPluginFinding(const ClusterReport& rep, const std::vector<int>& ranks, const std::string& value,
+                      const std::string& majority, ClusterFinding& f) {
+  const std::string names = Names(rep.hosts, ranks);
+  if (value == "(unset)" || majority == "(unset)") {  // a host running a gpudoctor without this fact
+    f.fix = "run the same gpudoctor version on every host";
+  } else if (NoPlugin(value) && !NoPlugin(majority)) {
+    f.status = CheckStatus::kFail;
+    const std::string plugin(Trim(Split(majority, ';', true).front()));
+    const std::string path = plugin.substr(0, plugin.find(" -> "));
+    const std::string dir = DirOf(path);
+    f.summary += " (NCCL there loads no net plugin, so it falls back to IB verbs or TCP sockets while the others use "
+                 "the plugin's network: init fails or runs at socket speed)";
+    // The plugin may be installed but off the loader path: then LD_LIBRARY_PATH is the whole fix.
+    std::string off_path_dir;
+    if (auto pos = value.find("not loaded: "); pos != std::string::npos)
+      off_path_dir = DirOf(std::string(Trim(Split(value.substr(pos + 12), ',', true).front())));
+    const bool ofi = path.find("ofi") != std::string::npos;
+    if (!off_path_dir.empty())
+      f.fix = StrCat("export LD_LIBRARY_PATH=", off_path_dir, ":$LD_LIBRARY_PATH   # on ", names,
+                     " (the plugin is installed there but not on the loader path; or add the dir to /etc/ld.so.conf.d/ "
+                     "and run ldconfig)");
+    else
+      f.fix = StrCat(ofi ? "install aws-ofi-nccl (the AWS EFA installer puts it in /opt/amazon/ofi-nccl)"
+                         : StrCat("install the NCCL net plugin the other hosts load (", path, ")"),
+                     " on ", names, ", then export LD_LIBRARY_PATH=", dir, ":$LD_LIBRARY_PATH");
+    if (value.find("NCCL_NET_PLUGIN=") != std::string::npos)
+      f.fix += "; and set NCCL_NET_PLUGIN as the other hosts do (it names a plugin that is not there)";
+  } else if (!NoPlugin(value) && NoPlugin(majority)) {
+    f.status = CheckStatus::kFail;
+    f.summary += " (only these hosts load a net plugin: their NCCL uses another network transport than the others)";
+    const std::string plugin(Trim(Split(value, ';', true).front()));
+    f.fix = StrCat("use one network plugin everywhere: install ", plugin.substr(0, plugin.find(" -> ")),
+                   " on the other hosts, or export NCCL_NET_PLUGIN=none on ", names);
+  } else {
+    f.fix = StrCat("install the same NCCL net plugin build on every host (the others load ", majority, ")");
+  }
+}
+
+// nccl.version: every rank must run the same NCCL (the bootstrap and wire protocol change between
+// versions: "ncclSocketInit: connecting to address with family 0", hangs). Unset = no libnccl found
+// (NCCL linked statically into the application): named, as a warning.
+void NcclVersionFinding(const ClusterReport& rep, const std::vector<int>& ranks, const std::string& value,
+                        const std::string& majority, ClusterFinding& f) {
+  const std::string names = Names(rep.hosts, ranks);
+  if (value == "(unset)" || majority == "(unset)") {
+    f.fix = StrCat("check which NCCL the job loads on ", names,
+                   " (NCCL_DEBUG=VERSION prints 'NCCL version X.Y.Z'; a statically linked NCCL is not in the library paths)");
+    return;
+  }
+  f.status = CheckStatus::kFail;
+  f.summary += " (NCCL requires the same version on every rank)";
+  const bool several = value.find(',') != std::string::npos;
+  f.fix = StrCat("install NCCL ", majority, " on ", names,
+                 several ? " and remove the other libnccl (or the extra nvidia-nccl-cu* wheel)" : "",
+                 " so every host runs one version; check with NCCL_DEBUG=VERSION on every rank");
+}
+
 void AddDiffFindings(ClusterReport& rep) {
   std::set<std::string> names;
   std::vector<int> arrived;
@@ -72,6 +149,14 @@ void AddDiffFindings(ClusterReport& rep) {
     // The majority value is "expected"; the others are named.
     auto majority = std::max_element(values.begin(), values.end(),
                                      [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+    // The most common value other than `v` (what a fix should move v's hosts to when there is a tie).
+    auto other = [&](const std::string& v) {
+      if (v != majority->first) return majority->first;
+      const std::pair<const std::string, std::vector<int>>* best = nullptr;
+      for (const auto& e : values)
+        if (e.first != v && (best == nullptr || e.second.size() > best->second.size())) best = &e;
+      return best->first;
+    };
     for (const auto& [value, ranks] : values) {
       if (value == majority->first && majority->second.size() * 2 > arrived.size()) continue;
       ClusterFinding f;
@@ -89,6 +174,17 @@ void AddDiffFindings(ClusterReport& rep) {
         f.fix = StrCat("use the same ", name.substr(4), " on every host");
       } else if (name == "net.nccl_iface") {
         f.fix = "set NCCL_SOCKET_IFNAME so every host picks the interface of the network the hosts share";
+      } else if (name == "nccl.net_plugins") {
+        NetPluginFinding(rep, ranks, value, other(value), f);
+      } else if (name == "nccl.version") {
+        NcclVersionFinding(rep, ranks, value, other(value), f);
+      } else if (name == "cuda.driver_version") {
+        f.summary += " (the NVIDIA driver differs: a CUDA build that needs the newer driver fails on the older hosts "
+                     "with 'CUDA driver version is insufficient')";
+        const auto& their = rep.hosts[static_cast<std::size_t>(values.at(other(value)).front())].facts;
+        const std::string driver = DriverVersion(their.count("nvidia.driver") != 0 ? their.at("nvidia.driver") : "");
+        f.fix = StrCat("install the NVIDIA driver the other hosts run (", driver.empty() ? "" : driver + ", ", "CUDA ",
+                       other(value), ") on ", Names(rep.hosts, ranks), ", then reboot (or reload the nvidia modules)");
       }
       rep.findings.push_back(std::move(f));
     }

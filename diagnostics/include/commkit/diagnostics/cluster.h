@@ -72,9 +72,12 @@ struct ClusterReport {
   std::string ToJson() const;
 };
 
-// The facts a rank publishes for the consistency diff (driver, CUDA, NCCL, plugins, NCCL_*/FI_* env,
-// interface names, MTU of the chosen interface, IB ports). Read through `view`.
-std::map<std::string, std::string> CollectClusterFacts(const SystemView& view, std::string* chosen_iface,
+// The facts a rank publishes for the consistency diff: env.NCCL_*/FI_* (the "env" fact), nvidia.driver,
+// cuda.driver_version (NVML's CUDA version, "12.4", from context.topology(): the probe the node checks
+// share), nccl.version (every NCCL core library found, "2.21.5" or "2.18.1, 2.21.5"), nccl.net_plugins
+// (the net plugin(s) NCCL would dlopen, or "none ..."), net.interfaces, net.nccl_iface (+ .mtu) and
+// ib.ports. Everything is read through context.system.
+std::map<std::string, std::string> CollectClusterFacts(const CheckContext& context, std::string* chosen_iface,
                                                        std::string* chosen_address);
 
 // Runs this rank's part. Rank 0 returns the report; other ranks return std::nullopt.
