@@ -103,10 +103,16 @@ TEST(BenchE2E, RawGlooBaselineCoversEveryCollective) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(RawGlooRows(r.output), 4) << r.output;  // 64 B and 4 KiB, out of place and in place
   }
-  // Gloo's only reduce-scatter is halving-doubling: a clear refusal on 3 ranks, not a hang.
-  auto r = RunCommand(Bench() + " reduce_scatter --local 3 --raw gloo -b 64 -e 64 -w 1 -n 1 2>&1");
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("power-of-two"), std::string::npos) << r.output;
+  // Non-power-of-two rank counts: Gloo's halving-doubling works in binary blocks (2+1, 4+1, 4+2+1),
+  // with counts that do not divide evenly into its chunks (1..5 elements per rank).
+  for (int n : {3, 5, 7}) {
+    SCOPED_TRACE(n);
+    const std::string min = std::to_string(4 * n);
+    auto r = RunCommand(Bench() + " reduce_scatter --local " + std::to_string(n) + " --raw gloo -b " + min + " -e " +
+                        std::to_string(20 * n) + " -i " + min + " -w 1 -n 1 --predict off --format json 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(RawGlooRows(r.output), 10) << r.output;  // 5 sizes, out of place and in place
+  }
 }
 
 TEST(BenchE2E, CommkitRunProcesses) {
