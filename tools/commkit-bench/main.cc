@@ -132,7 +132,9 @@ int Main(int argc, char** argv) {
     nranks = rdzv->info.world_size;
     RankOutcome oc = RunRank(rdzv->store, rdzv->info.rank, nranks, rdzv->info.local_rank, o);
     if (!oc.status.ok()) {
-      std::cerr << oc.status.ToString() << "\n";
+      std::cerr << oc.status.ToString() << "\n" << std::flush;
+      // Under mpirun, stop the other ranks rather than hang in MPI_Finalize waiting for them.
+      if (nranks > 1) AbortMpiOnError(1);
       return 1;
     }
     rows = std::move(oc.rows);
