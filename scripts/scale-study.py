@@ -4,7 +4,8 @@
 For each rank count N in --ranks, runs one commkit-bench sweep (mpirun when available, so that the
 gloo and mpi backends and the raw MPI baseline are measured in the same run; else --local N threads,
 gloo only) and collects the JSON lines. Then writes into --out:
-  results.jsonl           every measurement (commkit-bench --format json rows, plus "run" = N)
+  results.jsonl           every measurement (commkit-bench --format json rows, plus "run" = N; each
+                          row's "reproduce" is the command commkit-bench reports for it)
   busbw_vs_size.svg/.png  bus bandwidth vs size, one line per rank count and backend
   efficiency.svg/.png     busbw(N) / busbw(reference) per size (reference: predictions, else N=2)
   predicted_vs_measured.svg/.png
@@ -274,7 +275,11 @@ def main():
     if args.from_results:
         with open(args.from_results) as f:
             rows = [json.loads(l) for l in f if l.strip()]
-        commands = ["(re-plotted from " + args.from_results + ")"]
+        # Each row carries the command that measured it (commkit-bench's "reproduce" field; absent in
+        # results from before it existed).
+        commands = list(dict.fromkeys(r["reproduce"] for r in rows if r.get("reproduce")))
+        if not commands:
+            commands = ["(re-plotted from " + args.from_results + "; its rows do not record their command)"]
     else:
         for n in args.ranks_list:
             r, cmd = run_sweep(args, n)

@@ -1,7 +1,9 @@
 #include "commkit/bench/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +50,7 @@ nlohmann::json CellWithPrediction(const ResultRow& row, const Measurement& m, co
     j["pred_busbw_gbps"] = row.pred_busbw_gbps;
     j["pred_algorithm"] = row.pred_algorithm;
   }
+  if (!row.reproduce.empty()) j["reproduce"] = row.reproduce;
   return j;
 }
 
@@ -98,7 +101,17 @@ std::string JsonLines(const ResultRow& row) {
 
 std::string CsvHeader() {
   return "backend,collective,size,count,type,redop,root,nranks,placement,time_us,algbw_gbps,busbw_gbps,wrong,"
-         "warmup,iters\n";
+         "warmup,iters,reproduce\n";
+}
+
+std::string CsvQuote(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
 }
 
 std::string CsvRows(const ResultRow& row) {
@@ -108,7 +121,7 @@ std::string CsvRows(const ResultRow& row) {
     out += StrCat(row.backend, ",", ToString(row.collective), ",", row.bytes, ",", row.count, ",",
                   ToString(row.dtype), ",", row.op, ",", row.root, ",", row.nranks, ",", placement, ",",
                   Format("%.3f,%.6f,%.6f", m->time_us, m->algbw_gbps, m->busbw_gbps), ",", m->wrong, ",",
-                  row.warmup, ",", row.iters, "\n");
+                  row.warmup, ",", row.iters, ",", CsvQuote(row.reproduce), "\n");
   }
   return out;
 }
@@ -156,6 +169,55 @@ long long TotalWrong(const std::vector<ResultRow>& rows) {
     }
   }
   return total;
+}
+
+std::string RenderResults(const BenchOptions& o, const std::vector<ResultRow>& rows, const std::string& reproduce,
+                          int nranks) {
+  std::ostringstream out;
+  std::vector<std::string> labels;
+  for (const ResultRow& r : rows) {
+    if (std::find(labels.begin(), labels.end(), r.backend) == labels.end()) labels.push_back(r.backend);
+  }
+  switch (o.format) {
+    case OutputFormat::kJson:
+      for (const ResultRow& r : rows) out << JsonLines(r);
+      break;
+    case OutputFormat::kCsv:
+      out << CsvHeader();
+      for (const ResultRow& r : rows) out << CsvRows(r);
+      break;
+    case OutputFormat::kTable:
+      out << "# reproduce: " << reproduce << "\n";
+      out << "# collective " << ToString(o.collective) << ", nranks " << nranks << ", type " << ToString(o.dtype)
+          << ", mismatch check " << (o.mismatch_check ? "on" : "off") << ", warmup " << o.warmup << ", iters "
+          << o.iters << " (fewer above " << o.large_bytes << " B)\n#\n";
+      for (const std::string& label : labels) {
+        std::vector<ResultRow> mine;
+        for (const ResultRow& r : rows) {
+          if (r.backend == label) mine.push_back(r);
+        }
+        out << "# backend " << label << "\n" << TableHeader();
+        for (const ResultRow& r : mine) out << TableRow(r);
+        out << TableFooter(mine);
+      }
+      if (labels.size() > 1) out << CompareTable(labels, rows);
+      break;
+  }
+  return out.str();
+}
+
+std::string PredictionTable(const std::vector<ResultRow>& rows, const std::string& model) {
+  std::ostringstream out;
+  out << "#\n# Predicted vs measured busbw (GB/s); " << model << "\n";
+  out << "#         size  backend        measured  predicted  algorithm\n";
+  for (const ResultRow& r : rows) {
+    if (r.pred_busbw_gbps <= 0) continue;
+    const Measurement& m = r.out_of_place.valid ? r.out_of_place : r.in_place;
+    if (!m.valid) continue;
+    out << Format("  %12zu  %-12s  %9.3f  %9.3f  %s\n", r.bytes, r.backend.c_str(), m.busbw_gbps, r.pred_busbw_gbps,
+                  r.pred_algorithm.c_str());
+  }
+  return out.str();
 }
 
 }  // namespace commkit::bench

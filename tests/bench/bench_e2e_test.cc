@@ -5,6 +5,7 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "commkit/bench/reproduce.h"
 #include "commkit/common/strings.h"
 #include "test_support.h"
 
@@ -39,8 +40,11 @@ TEST(BenchE2E, LocalThreadsTableAndJson) {
   auto r = RunCommand(Bench() + " allreduce --local 2 -b 8 -e 64K -f 8 -w 1 -n 3 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("# Out of bounds values : 0 OK"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("--local 2"), std::string::npos) << "the command is echoed: " << r.output;
-  r = RunCommand(Bench() + " allgather --local 3 -b 1K -e 16K -f 4 -w 1 -n 2 --format json 2>&1");
+  EXPECT_NE(r.output.find("# reproduce: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(ShellQuote(Bench()) + " allreduce --local 2 -b 8 -e 64K -f 8 -w 1 -n 3\n"), std::string::npos)
+      << "the command is echoed: " << r.output;
+  const std::string args = " allgather --local 3 -b 1K -e 16K -f 4 -w 1 -n 2 --format json";
+  r = RunCommand("COMMKIT_INLINE_BYTES=65536 " + Bench() + args + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   auto rows = JsonRows(r.output);
   ASSERT_EQ(rows.size(), 6u) << r.output;  // 3 sizes x 2 placements
@@ -48,6 +52,22 @@ TEST(BenchE2E, LocalThreadsTableAndJson) {
     EXPECT_EQ(j["wrong"], 0);
     EXPECT_EQ(j["nranks"], 3);
     EXPECT_GT(j["busbw_gbps"].get<double>(), 0);
+    // The environment's tuning variable, no launcher, the exact argv.
+    const std::string reproduce = j.value("reproduce", "");
+    EXPECT_NE(reproduce.find("COMMKIT_INLINE_BYTES=65536 "), std::string::npos) << reproduce;
+    EXPECT_TRUE(reproduce.ends_with(ShellQuote(Bench()) + args)) << reproduce;
+  }
+  // The command reproduces the run: same rows (backend, size, placement), verified again.
+  ASSERT_FALSE(rows.empty());
+  auto again = RunCommand(rows[0]["reproduce"].get<std::string>() + " 2>&1");
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  auto rows2 = JsonRows(again.output);
+  ASSERT_EQ(rows2.size(), rows.size()) << again.output;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (const char* key : {"backend", "collective", "size", "count", "placement", "nranks", "reproduce"}) {
+      EXPECT_EQ(rows2[i][key], rows[i][key]) << key;
+    }
+    EXPECT_EQ(rows2[i]["wrong"], 0);
   }
 }
 
@@ -83,10 +103,16 @@ TEST(BenchE2E, RawGlooBaselineCoversEveryCollective) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     EXPECT_EQ(RawGlooRows(r.output), 4) << r.output;  // 64 B and 4 KiB, out of place and in place
   }
-  // Gloo's only reduce-scatter is halving-doubling: a clear refusal on 3 ranks, not a hang.
-  auto r = RunCommand(Bench() + " reduce_scatter --local 3 --raw gloo -b 64 -e 64 -w 1 -n 1 2>&1");
-  EXPECT_NE(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("power-of-two"), std::string::npos) << r.output;
+  // Non-power-of-two rank counts: Gloo's halving-doubling works in binary blocks (2+1, 4+1, 4+2+1),
+  // with counts that do not divide evenly into its chunks (1..5 elements per rank).
+  for (int n : {3, 5, 7}) {
+    SCOPED_TRACE(n);
+    const std::string min = std::to_string(4 * n);
+    auto r = RunCommand(Bench() + " reduce_scatter --local " + std::to_string(n) + " --raw gloo -b " + min + " -e " +
+                        std::to_string(20 * n) + " -i " + min + " -w 1 -n 1 --predict off --format json 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_EQ(RawGlooRows(r.output), 10) << r.output;  // 5 sizes, out of place and in place
+  }
 }
 
 TEST(BenchE2E, CommkitRunProcesses) {
@@ -95,13 +121,21 @@ TEST(BenchE2E, CommkitRunProcesses) {
   auto r = RunCommand(run.string() + " -n 2 -- " + Bench() + " sendrecv -b 8 -e 4K -f 8 -w 1 -n 2 --format csv 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("backend,collective,size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("warmup,iters,reproduce"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("gloo,sendrecv,4096,1024,f32,none,-1,2,out_of_place"), std::string::npos)
       << r.output;
+  // The launcher is part of the command (last CSV column, quoted; variables such as CTest's OMPI_MCA_*
+  // may come first).
+  EXPECT_NE(r.output.find("commkit-run -n 2 -- " + ShellQuote(Bench()) + " sendrecv -b 8 -e 4K -f 8 -w 1 -n 2 "
+                          "--format csv\""),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("COMMKIT_STORE_TOKEN"), std::string::npos) << r.output;
 }
 
 TEST(BenchE2E, MpirunCompareAndRaw) {
   if (!HaveMpirun()) GTEST_SKIP() << "mpirun not installed";
-  auto r = RunCommand("mpirun --allow-run-as-root --oversubscribe -np 2 " + Bench() +
+  auto r = RunCommand("mpirun --allow-run-as-root --oversubscribe -np 2 -x COMMKIT_INLINE_BYTES=65536 " + Bench() +
                       " allreduce --compare gloo,mpi --raw mpi -b 8 -e 64K -f 8 -w 1 -n 3 --format json 2>&1");
   if (r.output.find("not linked") != std::string::npos) GTEST_SKIP() << "mpi backend not linked: " << r.output;
   ASSERT_EQ(r.exit_code, 0) << r.output;
@@ -109,6 +143,15 @@ TEST(BenchE2E, MpirunCompareAndRaw) {
   for (const auto& j : JsonRows(r.output)) {
     backends.insert(j["backend"].get<std::string>());
     EXPECT_EQ(j["wrong"], 0) << j.dump();
+    // mpirun with its rank count, the -x variable, the argv; none of mpirun's own OMPI_MCA_ variables.
+    const std::string reproduce = j.value("reproduce", "");
+    EXPECT_TRUE(reproduce.starts_with("mpirun ")) << reproduce;
+    EXPECT_NE(reproduce.find(" -np 2 "), std::string::npos) << reproduce;
+    EXPECT_NE(reproduce.find(" -x COMMKIT_INLINE_BYTES=65536 "), std::string::npos) << reproduce;
+    EXPECT_TRUE(reproduce.ends_with(" allreduce --compare gloo,mpi --raw mpi -b 8 -e 64K -f 8 -w 1 -n 3 --format json"))
+        << reproduce;
+    EXPECT_EQ(reproduce.find("orte_"), std::string::npos) << reproduce;
+    EXPECT_EQ(reproduce.find("ess_base_jobid"), std::string::npos) << reproduce;
   }
   EXPECT_EQ(backends, (std::set<std::string>{"gloo", "mpi", "raw-mpi"})) << r.output;
 }

@@ -9,14 +9,15 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "commkit/bench/predict.h"
 #include "commkit/bench/raw.h"
 #include "commkit/bench/report.h"
+#include "commkit/bench/reproduce.h"
 #include "commkit/bench/runner.h"
 #include "commkit/comm/hash_store.h"
+#include "commkit/comm/launch_env.h"
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/rendezvous.h"
@@ -85,56 +86,6 @@ RankOutcome RunRank(const std::shared_ptr<Store>& store, int rank, int nranks, i
   return out;
 }
 
-std::string Render(const BenchOptions& o, const std::vector<ResultRow>& rows, const std::string& command, int nranks) {
-  std::ostringstream out;
-  std::vector<std::string> labels;
-  for (const ResultRow& r : rows) {
-    if (std::find(labels.begin(), labels.end(), r.backend) == labels.end()) labels.push_back(r.backend);
-  }
-  switch (o.format) {
-    case OutputFormat::kJson:
-      for (const ResultRow& r : rows) out << JsonLines(r);
-      break;
-    case OutputFormat::kCsv:
-      out << CsvHeader();
-      for (const ResultRow& r : rows) out << CsvRows(r);
-      break;
-    case OutputFormat::kTable:
-      out << "# " << command << "\n";
-      out << "# collective " << ToString(o.collective) << ", nranks " << nranks << ", type " << ToString(o.dtype)
-          << ", mismatch check " << (o.mismatch_check ? "on" : "off") << ", warmup " << o.warmup << ", iters " << o.iters << " (fewer above " << o.large_bytes << " B)\n#\n";
-      for (const std::string& label : labels) {
-        std::vector<ResultRow> mine;
-        for (const ResultRow& r : rows) {
-          if (r.backend == label) mine.push_back(r);
-        }
-        out << "# backend " << label << "\n" << TableHeader();
-        for (const ResultRow& r : mine) out << TableRow(r);
-        out << TableFooter(mine);
-      }
-      if (labels.size() > 1) out << CompareTable(labels, rows);
-      break;
-  }
-  return out.str();
-}
-
-// "# predicted vs measured busbw" per backend and size, for the table output.
-std::string PredictionTable(const std::vector<ResultRow>& rows, const std::string& model) {
-  std::ostringstream out;
-  out << "#\n# Predicted vs measured busbw (GB/s); " << model << "\n";
-  out << "#         size  backend        measured  predicted  algorithm\n";
-  for (const ResultRow& r : rows) {
-    if (r.pred_busbw_gbps <= 0) continue;
-    const Measurement& m = r.out_of_place.valid ? r.out_of_place : r.in_place;
-    if (!m.valid) continue;
-    char line[160];
-    std::snprintf(line, sizeof line, "  %12zu  %-12s  %9.3f  %9.3f  %s\n", r.bytes, r.backend.c_str(), m.busbw_gbps,
-                  r.pred_busbw_gbps, r.pred_algorithm.c_str());
-    out << line;
-  }
-  return out.str();
-}
-
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv, argv + argc);
   auto parsed = ParseBenchArgs(args);
@@ -147,7 +98,9 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const BenchOptions& o = *parsed;
-  std::string command = Join(args, " ");
+  // How to run this again: launcher, result-relevant environment, argv (reproduce.h).
+  const std::string reproduce =
+      ReproduceCommand({.argv = args, .env = CurrentEnvironment(), .local = o.local_ranks > 0, .as_root = geteuid() == 0});
 
   std::vector<ResultRow> rows;
   int nranks = 0;
@@ -179,7 +132,9 @@ int Main(int argc, char** argv) {
     nranks = rdzv->info.world_size;
     RankOutcome oc = RunRank(rdzv->store, rdzv->info.rank, nranks, rdzv->info.local_rank, o);
     if (!oc.status.ok()) {
-      std::cerr << oc.status.ToString() << "\n";
+      std::cerr << oc.status.ToString() << "\n" << std::flush;
+      // Under mpirun, stop the other ranks rather than hang in MPI_Finalize waiting for them.
+      if (nranks > 1) AbortMpiOnError(1);
       return 1;
     }
     rows = std::move(oc.rows);
@@ -192,7 +147,8 @@ int Main(int argc, char** argv) {
       AddPredictions(m, rows);
       model = m.description;
     }
-    std::string text = Render(o, rows, command, nranks);
+    for (ResultRow& r : rows) r.reproduce = reproduce;
+    std::string text = RenderResults(o, rows, reproduce, nranks);
     if (!model.empty() && o.format == OutputFormat::kTable) text += PredictionTable(rows, model);
     if (o.output_path.empty()) {
       std::cout << text << std::flush;

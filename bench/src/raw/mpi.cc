@@ -47,6 +47,13 @@ Status Check(int rc, const char* what) {
 
 }  // namespace
 
+void AbortMpi(int code) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+}
+
 Result<std::unique_ptr<RawCollective>> MakeMpi(const BenchOptions& o, int rank, int nranks) {
   int initialized = 0;
   MPI_Initialized(&initialized);

@@ -15,6 +15,14 @@ std::vector<std::string> RawLibraries() {
   return libs;
 }
 
+void AbortMpiOnError(int code) {
+#if defined(COMMKIT_BENCH_RAW_MPI)
+  raw::AbortMpi(code);
+#else
+  (void)code;
+#endif
+}
+
 Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
                                                          int nranks, std::shared_ptr<Store> store) {
 #if defined(COMMKIT_BENCH_RAW_MPI)

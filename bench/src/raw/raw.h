@@ -6,6 +6,8 @@
 namespace commkit::bench::raw {
 
 Result<std::unique_ptr<RawCollective>> MakeMpi(const BenchOptions& options, int rank, int nranks);
+// MPI_Abort when MPI is initialised and not finalised (see AbortMpiOnError).
+void AbortMpi(int code);
 Result<std::unique_ptr<RawCollective>> MakeGloo(const BenchOptions& options, int rank, int nranks,
                                                 std::shared_ptr<commkit::Store> store);
 

@@ -17,6 +17,13 @@ namespace commkit::bench {
 // The libraries compiled into this build ("mpi", ...).
 std::vector<std::string> RawLibraries();
 
+// For a rank about to exit on an error while MPI is initialised in this process (by --raw mpi or the
+// mpi backend): MPI_Abort(MPI_COMM_WORLD, code), so that mpirun stops the other ranks. Returning
+// instead runs MPI_Finalize at exit, which waits for the ranks still blocked in an MPI call that needs
+// this one (e.g. MPI_Comm_dup when the next backend's group is created): the job hangs instead of
+// failing. Does nothing when MPI is not compiled in, not initialised or already finalised.
+void AbortMpiOnError(int code);
+
 // A raw baseline for `lib` running options.collective on `nranks` ranks where this process is `rank`
 // (must match the library's own rank numbering). Unavailable when the library is not compiled in or
 // not launched suitably (MPI outside mpirun/srun, or --local threads); NotSupported for a
