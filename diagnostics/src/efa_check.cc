@@ -1,18 +1,22 @@
 // net.efa: on a node with an AWS Elastic Fabric Adapter, NCCL only uses it through libfabric's efa
 // provider and the aws-ofi-nccl net plugin; without either it silently runs NET/Socket over ENA.
 // Checks the device (probe's EFA NICs, PCI 1d0f:efa*), the provider (the "libfabric" fact), the plugin
-// NCCL would dlopen (NCCL_NET_PLUGIN rules, loader path, the usual install dirs) and FI_/NCCL_
+// NCCL would dlopen (nccl_libraries.h: NCCL_NET_PLUGIN rules and order, comma lists, the loader path
+// incl. ld.so.conf; aws-ofi-nccl's install dirs for a plugin NCCL would not load) and FI_/NCCL_
 // variables that contradict EFA. Skips when there is no EFA device.
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
+#include <tuple>
 
 #include "check_support.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/check.h"
 #include "commkit/topology/libfabric.h"
 #include "commkit/topology/probe.h"
+#include "nccl_libraries.h"
 
 namespace commkit::diagnostics {
 namespace {
@@ -23,10 +27,6 @@ using topology::NodeId;
 CheckOutcome Make(CheckStatus s, std::string summary, std::vector<std::string> evidence = {}, std::string fix = "") {
   return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
 }
-
-constexpr const char* kPluginInstallDirs[] = {"/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/aws-ofi-nccl/lib"};
-constexpr const char* kSystemLibDirs[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-                                          "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/usr/lib", "/usr/local/lib"};
 
 // EFA devices: RDMA NICs the probe classified as EFA, and PCI functions 1d0f:efa* (Amazon EFA).
 std::vector<std::string> EfaDevices(const CheckContext& ctx, const topology::ProbeReport* rep) {
@@ -46,62 +46,53 @@ std::vector<std::string> EfaDevices(const CheckContext& ctx, const topology::Pro
   return {out.begin(), out.end()};
 }
 
-// Directories the dynamic loader searches for a bare name: LD_LIBRARY_PATH, /etc/ld.so.conf(.d), system dirs.
-std::vector<std::string> LoaderDirs(const CheckContext& ctx, const std::map<std::string, std::string>& env) {
-  std::vector<std::string> dirs;
-  auto add = [&](std::string_view d) {
-    std::string s(Trim(d));
-    while (s.size() > 1 && s.back() == '/') s.pop_back();
-    if (StartsWith(s, "/") && std::find(dirs.begin(), dirs.end(), s) == dirs.end()) dirs.push_back(s);
-  };
-  if (auto it = env.find("LD_LIBRARY_PATH"); it != env.end())
-    for (const std::string& d : Split(it->second, ':', true)) add(d);
-  std::vector<std::string> confs = {"/etc/ld.so.conf"};
-  if (auto l = ctx.system->ListDir("/etc/ld.so.conf.d"); l.ok())
-    for (const std::string& f : *l)
-      if (EndsWith(f, ".conf")) confs.push_back("/etc/ld.so.conf.d/" + f);
-  for (const std::string& conf : confs)
-    if (auto text = ctx.system->ReadFile(conf, 64 << 10); text.ok())
-      for (const std::string& line : Split(*text, '\n', true))
-        if (!StartsWith(Trim(line), "#") && !StartsWith(Trim(line), "include")) add(line);
-  for (const char* d : kSystemLibDirs) add(d);
-  return dirs;
-}
-
-struct PluginSearch {
-  std::vector<std::string> names;  // what NCCL dlopens, in order
-  std::string loadable;            // dir/name NCCL would load
-  std::string installed;           // a plugin library found outside the loader path (or under another name)
-  std::string installed_dir;
+// An aws-ofi-nccl library NCCL would not load (nccl_libraries' scan: off the loader path or under a
+// name NCCL does not look for), and the exports that make NCCL load it.
+struct InstalledPlugin {
+  std::string path;
+  std::string why;  // why NCCL does not load it
+  std::string fix;  // "export LD_LIBRARY_PATH=<dir>:$LD_LIBRARY_PATH NCCL_NET_PLUGIN=ofi"
 };
 
-PluginSearch FindPlugin(const CheckContext& ctx, const std::map<std::string, std::string>& env) {
-  PluginSearch s;
-  const auto it = env.find("NCCL_NET_PLUGIN");
-  const std::string value = it == env.end() ? "" : it->second;
-  if (value.empty()) {
-    s.names = {"libnccl-net.so"};
-  } else if (value.find('/') != std::string::npos) {
-    s.names = {value};
-    if (ctx.system->Exists(value)) s.loadable = value;
-    return s;
-  } else {
-    s.names = {StrCat("libnccl-net-", value, ".so"), value};
+std::optional<InstalledPlugin> FindInstalledPlugin(const internal::NcclLibraries& libs) {
+  static const std::regex kPluginName(R"(^libnccl-net(-(.+))?\.so$)");
+  const std::vector<std::string> dirs = libs.dirs.All();
+  auto dir_of = [](const std::string& p) { return p.substr(0, p.rfind('/')); };
+  // aws-ofi-nccl's first, then names NCCL_NET_PLUGIN can name, then in search order.
+  auto rank = [&](const std::string& p) {
+    const std::string name = p.substr(p.rfind('/') + 1);
+    const auto at = std::find(dirs.begin(), dirs.end(), dir_of(p)) - dirs.begin();
+    return std::make_tuple(p.find("ofi") == std::string::npos, !std::regex_match(name, kPluginName), at, p);
+  };
+  const auto best = std::min_element(libs.unused_plugins.begin(), libs.unused_plugins.end(),
+                                     [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  if (best == libs.unused_plugins.end()) return std::nullopt;
+  InstalledPlugin out{*best, "", ""};
+  const std::string dir = dir_of(*best), name = best->substr(best->rfind('/') + 1);
+  std::smatch m;
+  if (!std::regex_match(name, m, kPluginName)) {  // libnccl-net-ofi.so.1: only a path reaches it
+    out.why = "NCCL dlopen()s no such name";
+    out.fix = "export NCCL_NET_PLUGIN=" + *best;
+    return out;
   }
-  const std::vector<std::string> dirs = LoaderDirs(ctx, env);
-  for (const std::string& name : s.names)
-    for (const std::string& d : dirs)
-      if (s.loadable.empty() && ctx.system->Exists(d + "/" + name)) s.loadable = d + "/" + name;
-  if (!s.loadable.empty()) return s;
-  std::vector<std::string> look(dirs);
-  for (const char* d : kPluginInstallDirs) look.emplace_back(d);
-  for (const std::string& d : look)
-    for (const char* name : {"libnccl-net.so", "libnccl-net-ofi.so", "libnccl-net-aws-ofi.so"})
-      if (s.installed.empty() && ctx.system->Exists(d + "/" + name)) {
-        s.installed = d + "/" + name;
-        s.installed_dir = d;
-      }
-  return s;
+  bool requested = false;
+  for (const internal::NcclNetPlugin& p : libs.net_plugins)
+    requested = requested || std::find(p.tried.begin(), p.tried.end(), name) != p.tried.end();
+  const bool on_path = std::find(libs.dirs.loader.begin(), libs.dirs.loader.end(), dir) != libs.dirs.loader.end();
+  std::vector<std::string> exports, whys;
+  if (!on_path) {
+    exports.push_back("LD_LIBRARY_PATH=" + dir + ":$LD_LIBRARY_PATH");
+    whys.push_back(dir + " is not on the loader path");
+  }
+  if (!requested) {
+    whys.push_back(libs.net_plugin_env_set ? "NCCL_NET_PLUGIN=" + libs.net_plugin_env + " does not name it"
+                                           : "NCCL looks for libnccl-net.so");
+    if (m[2].matched) exports.push_back("NCCL_NET_PLUGIN=" + m[2].str());
+  }
+  out.why = Join(whys, ", and ");
+  out.fix = exports.empty() ? "" : "export " + Join(exports, " ");
+  if (!requested && !m[2].matched) out.fix += (out.fix.empty() ? "" : "; ") + std::string("unset NCCL_NET_PLUGIN");
+  return out;
 }
 
 // AWS instance families whose EFA supports RDMA read (GPUDirect RDMA over EFA), and GPU families without it.
@@ -148,24 +139,23 @@ CheckOutcome NetEfa(const CheckContext& ctx) {
           "pass the EFA devices into the container: docker run --device=/dev/infiniband/uverbs0 ... (k8s: aws-efa-k8s-device-plugin, "
           "vpc.amazonaws.com/efa resource)");
 
-  // The aws-ofi-nccl plugin NCCL would load.
-  PluginSearch plugin = FindPlugin(ctx, env);
+  // The aws-ofi-nccl plugin NCCL would load (NCCL_NET_PLUGIN rules and the loader path as NCCL has them).
+  const internal::NcclLibraries libs = internal::FindNcclLibraries(*ctx.system, env);
   const auto net_plugin = env.find("NCCL_NET_PLUGIN");
   if (net_plugin != env.end()) ev.push_back("NCCL_NET_PLUGIN=" + net_plugin->second);
-  if (net_plugin != env.end() && ToLower(net_plugin->second) == "none") {
+  for (std::string& line : internal::NcclNetPluginEvidence(libs)) ev.push_back(std::move(line));
+  if (net_plugin != env.end() && ToLower(Trim(net_plugin->second)) == "none") {
     raise(CheckStatus::kFail, "NCCL_NET_PLUGIN=none disables the aws-ofi-nccl plugin: NCCL uses TCP sockets, not EFA",
           "unset NCCL_NET_PLUGIN");
-  } else if (!plugin.loadable.empty()) {
-    ev.push_back("NCCL net plugin: " + plugin.loadable);
-  } else if (!plugin.installed.empty()) {
-    ev.push_back(StrCat("NCCL looks for ", Join(plugin.names, " then "), " on the loader path; found ", plugin.installed, " instead"));
-    const bool other_name = EndsWith(plugin.installed, "-ofi.so") && (net_plugin == env.end());
+  } else if (!libs.Loadable().empty()) {
+    // NCCL loads a plugin.
+  } else if (const std::optional<InstalledPlugin> installed = FindInstalledPlugin(libs)) {
     raise(CheckStatus::kFail,
-          StrCat("aws-ofi-nccl is installed (", plugin.installed, ") but NCCL will not load it: NCCL falls back to TCP sockets"),
-          StrCat("export LD_LIBRARY_PATH=", plugin.installed_dir, ":$LD_LIBRARY_PATH", other_name ? " NCCL_NET_PLUGIN=ofi" : ""));
+          StrCat("aws-ofi-nccl is installed (", installed->path, ") but NCCL will not load it (", installed->why,
+                 "): NCCL falls back to TCP sockets"),
+          installed->fix);
   } else {
-    ev.push_back(StrCat("NCCL net plugin: ", Join(plugin.names, " / "), " not found on the loader path nor in ",
-                        "/opt/amazon/ofi-nccl/lib, /opt/aws-ofi-nccl/lib"));
+    ev.push_back("no libnccl-net* library in " + Join(libs.dirs.All(), " "));
     raise(CheckStatus::kFail, "EFA device without the aws-ofi-nccl NCCL plugin: NCCL uses TCP sockets over ENA (NET/Socket), not EFA",
           "install aws-ofi-nccl (the AWS EFA installer puts it in /opt/amazon/ofi-nccl; or build github.com/aws/aws-ofi-nccl) "
           "and export LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib:$LD_LIBRARY_PATH");

@@ -26,7 +26,10 @@ constexpr const char* kOtherDirs[] = {
     "/usr/local/cuda/lib64", "/usr/local/nccl/lib", "/opt/nccl/lib",
     "/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
     "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu", "/opt/aws-ofi-nccl/lib", "/opt/hpcx/ncclnet_plugin/lib"};
-constexpr const char* kDefaultLoaderDirs[] = {"/lib", "/usr/lib", "/lib64", "/usr/lib64"};
+// glibc's built-in system dirs: Debian/Ubuntu's multiarch dirs, then /lib and /usr/lib; /lib64 and
+// /usr/lib64 on RHEL-like systems. Those that do not exist on a host cost nothing.
+constexpr const char* kDefaultLoaderDirs[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                                              "/usr/lib/aarch64-linux-gnu", "/lib", "/usr/lib", "/lib64", "/usr/lib64"};
 
 std::string Base(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 std::string DirOf(const std::string& path) {
@@ -152,7 +155,10 @@ NcclSearchDirs FindNcclSearchDirs(const SystemView& view, const std::map<std::st
     if (!StartsWith(raw, "/")) return;  // relative LD_LIBRARY_PATH entries depend on the job's cwd
     std::string d = Normal(raw);
     if (!seen.insert(d).second) return;
-    if (auto real = view.RealPath(d); real.ok() && !seen_real.insert(Normal(*real)).second) return;  // /lib -> usr/lib
+    // /lib -> usr/lib: one directory. IsDirectory records the links on the way in a capture (RealPath
+    // does not), so a replay folds the same directories.
+    if (view.IsDirectory(d))
+      if (auto real = view.RealPath(d); real.ok() && !seen_real.insert(Normal(*real)).second) return;
     to.push_back(d);
   };
   if (auto it = env.find("LD_LIBRARY_PATH"); it != env.end())
@@ -166,10 +172,13 @@ NcclSearchDirs FindNcclSearchDirs(const SystemView& view, const std::map<std::st
     add(out.other, it->second + "/lib");
     prefixes.push_back(it->second + "/lib");
   }
+  // Only wheel dirs that exist (checked through the view, so a capture records them and a replay,
+  // which lists only what was recorded, finds the same ones).
   for (const std::string& prefix : prefixes)
     for (const std::string& name : ListNames(view, prefix)) {
       if (!StartsWith(name, "python3")) continue;
-      for (const char* site : {"site-packages", "dist-packages"}) add(out.other, prefix + "/" + name + "/" + site + "/nvidia/nccl/lib");
+      for (const char* site : {"site-packages", "dist-packages"})
+        if (const std::string d = prefix + "/" + name + "/" + site + "/nvidia/nccl/lib"; view.IsDirectory(d)) add(out.other, d);
     }
   return out;
 }
@@ -302,6 +311,30 @@ NcclLibraries FindNcclLibraries(const SystemView& view, const std::map<std::stri
   for (const auto& [path, target] : files)
     if (StartsWith(Base(path), "libnccl-net") && loaded.count(canonical(path)) == 0) libs.unused_plugins.push_back(path);
   return libs;
+}
+
+std::vector<std::string> NcclNetPluginEvidence(const NcclLibraries& libs) {
+  std::vector<std::string> ev;
+  const std::string env = libs.net_plugin_env_set ? "NCCL_NET_PLUGIN=" + libs.net_plugin_env : "NCCL_NET_PLUGIN unset";
+  const std::vector<const NcclNetPlugin*> loadable = libs.Loadable();
+  for (const NcclNetPlugin* p : loadable)
+    ev.push_back("NCCL net plugin: " + p->path + (p->link_target.empty() ? "" : " -> " + p->link_target) + " (" + env + ")");
+  if (loadable.empty()) {
+    std::vector<std::string> tried;
+    for (const NcclNetPlugin& p : libs.net_plugins) tried.insert(tried.end(), p.tried.begin(), p.tried.end());
+    const std::string why = libs.net_plugins.empty() ? env + ": no external plugin"
+                            : libs.net_plugin_env_set ? env + ": " + Join(tried, ", ") + " not found"
+                                                      : env + ": libnccl-net.so is not on the loader path";
+    ev.push_back("NCCL net plugin: none (" + why + "): NCCL uses its built-in IB verbs or socket transport");
+  } else {
+    for (const NcclNetPlugin& p : libs.net_plugins)
+      if (p.path.empty()) ev.push_back("NCCL_NET_PLUGIN entry '" + p.requested + "': " + Join(p.tried, ", ") + " not found");
+  }
+  ev.push_back("loader path (LD_LIBRARY_PATH, /etc/ld.so.conf, system dirs): " + Join(libs.dirs.loader, " "));
+  if (!libs.unused_plugins.empty())
+    ev.push_back("plugin libraries NCCL would not load (off the loader path, or not a name NCCL looks for): " +
+                 Join(libs.unused_plugins, ", "));
+  return ev;
 }
 
 std::string NcclVersionFact(const NcclLibraries& libs) { return Join(libs.Versions(), ", "); }

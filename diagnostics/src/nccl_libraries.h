@@ -3,13 +3,14 @@
 //
 // Search (one place for every caller; private to the diagnostics module):
 //  * the dynamic loader's path, in dlopen order: LD_LIBRARY_PATH, the /etc/ld.so.conf directories
-//    (with their `include` globs), then /lib, /usr/lib, /lib64, /usr/lib64;
+//    (with their `include` globs), then glibc's system dirs: /lib/<multiarch>, /usr/lib/<multiarch>
+//    (x86_64-linux-gnu, aarch64-linux-gnu), /lib, /usr/lib, /lib64, /usr/lib64;
 //  * places NCCL and plugins get installed without being on that path: CUDA (/usr/local/cuda/lib64),
 //    /usr/local/nccl/lib, /opt/nccl/lib, the system and multiarch lib dirs, the nvidia-nccl-cu* wheel
-//    (<prefix>/lib/python3*/{site,dist}-packages/nvidia/nccl/lib for /usr, /usr/local, VIRTUAL_ENV,
-//    CONDA_PREFIX), CONDA_PREFIX/lib, and the plugin install dirs (/opt/amazon/ofi-nccl/lib[64],
+//    (<prefix>/lib/python3*/{site,dist}-packages/nvidia/nccl/lib, where it exists, for /usr, /usr/local,
+//    VIRTUAL_ENV, CONDA_PREFIX), CONDA_PREFIX/lib, and the plugin install dirs (/opt/amazon/ofi-nccl/lib[64],
 //    /opt/aws-ofi-nccl/lib, /opt/hpcx/ncclnet_plugin/lib).
-// The core library scan lists large directories, so (like the nccl.libs check) it is one SystemView
+// The core library scan lists large directories, so it is one SystemView
 // fact, "nccl.libraries" (one absolute path per line, "path -> target" for symbolic links), scanned
 // live under the view's root. A replay without that fact (a test tree, an older snapshot) scans the
 // replayed tree through the view and adds the lines of an older snapshot's "nccl.libs" fact.
@@ -71,6 +72,11 @@ NcclLibraries FindNcclLibraries(const SystemView& view, const std::map<std::stri
 
 // "major.minor.patch" from nccl.h text (NCCL_MAJOR/MINOR/PATCH, else NCCL_VERSION_CODE); "" if absent.
 std::string NcclHeaderVersion(std::string_view header_text);
+
+// Evidence lines for the checks (nccl.libs, net.efa): each plugin NCCL would load ("NCCL net plugin:
+// <path>[ -> target] (NCCL_NET_PLUGIN=...|unset)"), or "NCCL net plugin: none (<why>): ..."; requested
+// entries that are absent when another one loads; the loader path; plugin libraries NCCL would not load.
+std::vector<std::string> NcclNetPluginEvidence(const NcclLibraries& libs);
 
 // The cluster facts. nccl.version: Versions() joined with ", " ("" when no library was found).
 // nccl.net_plugins: the loadable plugins as "path[ -> target]" joined with "; ", or "none", plus

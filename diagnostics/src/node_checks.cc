@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <map>
 #include <optional>
 #include <regex>
@@ -22,6 +21,7 @@
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/check.h"
 #include "check_support.h"
+#include "nccl_libraries.h"
 #include "commkit/topology/netif.h"
 
 extern char** environ;
@@ -455,116 +455,28 @@ CheckOutcome GpuPersistence(const Ctx& ctx) {
 }
 
 // --- nccl.libs --------------------------------------------------------------------------------
-// Directories that may hold libnccl: the system's, CUDA's, and the nvidia-nccl-cu* wheel that PyTorch
-// pulls in (site-packages/nvidia/nccl/lib/libnccl.so.2, no minor version in the name) for the system
-// Python, a virtualenv and conda.
-std::vector<std::string> NcclLibDirs(const Ctx& ctx, const std::map<std::string, std::string>& env) {
-  std::vector<std::string> dirs = {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib",
-                                   "/usr/local/lib", "/usr/local/cuda/lib64", "/usr/local/nccl/lib", "/opt/nccl/lib"};
-  auto add = [&](const std::string& d) {
-    if (StartsWith(d, "/") && std::find(dirs.begin(), dirs.end(), d) == dirs.end()) dirs.push_back(d);
-  };
-  if (auto it = env.find("LD_LIBRARY_PATH"); it != env.end())
-    for (const std::string& d : Split(it->second, ':', true)) add(d);
-  std::vector<std::string> prefixes = {"/usr/local/lib", "/usr/lib"};
-  if (auto it = env.find("VIRTUAL_ENV"); it != env.end()) prefixes.push_back(it->second + "/lib");
-  if (auto it = env.find("CONDA_PREFIX"); it != env.end()) {
-    add(it->second + "/lib");
-    prefixes.push_back(it->second + "/lib");
-  }
-  for (const std::string& prefix : prefixes) {
-    std::error_code ec;
-    std::filesystem::path dir = ctx.system->root() / std::filesystem::path(prefix).relative_path();
-    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      std::string name = it->path().filename().string();
-      if (!StartsWith(name, "python3")) continue;
-      for (const char* site : {"site-packages", "dist-packages"}) add(prefix + "/" + name + "/" + site + "/nvidia/nccl/lib");
-    }
-  }
-  return dirs;
-}
-
+// The NCCL core libraries and the net plugin NCCL would load, as nccl_libraries.h finds them: the
+// loader path (LD_LIBRARY_PATH, /etc/ld.so.conf, the system dirs), CUDA's and NCCL's install dirs and
+// the nvidia-nccl-cu* wheel that PyTorch pulls in (libnccl.so.2 only: the version from nccl.h).
 CheckOutcome NcclLibs(const Ctx& ctx) {
-  std::map<std::string, std::string> env = Env(ctx);
-  std::vector<std::string> dirs = NcclLibDirs(ctx, env);
-  // Library directories hold thousands of entries: capturing their listings would make snapshots slow
-  // and large, so the scan is one fact ("nccl.libs": one absolute path per line, "path -> target" for
-  // symbolic links) filtered live.
-  std::string found = FactOr(ctx, "nccl.libs", [&] {
-    std::vector<std::string> lines;
-    for (const std::string& d : dirs) {
-      std::error_code ec;
-      std::filesystem::path dir = ctx.system->root() / std::filesystem::path(d).relative_path();
-      for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        std::string name = it->path().filename().string();
-        if (!StartsWith(name, "libnccl.so.")) continue;
-        std::error_code lec;
-        std::string line = d + "/" + name;
-        if (it->is_symlink(lec)) line += " -> " + std::filesystem::read_symlink(it->path(), lec).string();
-        lines.push_back(line);
-      }
-    }
-    std::sort(lines.begin(), lines.end());
-    return Join(lines, "\n");
-  });
-  static const std::regex kFull(R"(^libnccl\.so\.(\d+\.\d+\.\d+)$)");
-  static const std::regex kMajor(R"(^libnccl\.so\.(\d+)$)");
-  auto base = [](const std::string& path) { return path.substr(path.rfind('/') + 1); };
-  auto dir_of = [](const std::string& path) { return path.substr(0, path.rfind('/')); };
-  std::map<std::string, std::string> links;  // path -> target path
-  std::vector<std::string> files;
-  for (const std::string& line : Split(found, '\n', true)) {
-    auto arrow = line.find(" -> ");
-    if (arrow == std::string::npos) {
-      files.push_back(line);
-      continue;
-    }
-    std::string path = line.substr(0, arrow), target = line.substr(arrow + 4);
-    links[path] = StartsWith(target, "/") ? target : dir_of(path) + "/" + target;
-  }
+  const internal::NcclLibraries libs = internal::FindNcclLibraries(*ctx.system, Env(ctx));
   std::map<std::string, std::vector<std::string>> versions;
-  // A library named libnccl.so.2 (CUDA's, the nvidia-nccl wheel's) takes its version from the nccl.h
-  // installed beside it (<dir>/../include/nccl.h: NCCL_MAJOR/MINOR/PATCH).
-  auto header_version = [&](const std::string& lib_dir) -> std::string {
-    auto text = ctx.system->ReadFile(dir_of(lib_dir) + "/include/nccl.h", 64 << 10);
-    if (!text.ok()) return "";
-    static const std::regex kDefine(R"(#define NCCL_(MAJOR|MINOR|PATCH) +(\d+))");
-    std::map<std::string, std::string> parts;
-    for (std::sregex_iterator it(text->begin(), text->end(), kDefine), end; it != end; ++it) parts[(*it)[1].str()] = (*it)[2].str();
-    if (parts.size() != 3) return "";
-    return parts["MAJOR"] + "." + parts["MINOR"] + "." + parts["PATCH"];
-  };
-  auto version_of = [&](const std::string& path) -> std::string {
-    std::smatch m;
-    std::string name = base(path);
-    if (std::regex_match(name, m, kFull)) return m[1].str();
-    if (std::regex_match(name, m, kMajor)) {
-      std::string v = header_version(dir_of(path));
-      return v.empty() ? m[1].str() + ".x (version not in the file name)" : v;
-    }
-    return "";
-  };
-  for (const std::string& f : files)
-    if (std::string v = version_of(f); !v.empty()) versions[v].push_back(f);
-  for (const auto& [path, target] : links) {
-    // A link to a library that is listed anyway (libnccl.so.2 -> libnccl.so.2.18.1) is the same library.
-    if (std::find(files.begin(), files.end(), target) != files.end()) continue;
-    if (std::string v = version_of(target); !v.empty()) versions[v].push_back(path + " -> " + target);
-  }
+  for (const internal::NcclCoreLibrary& l : libs.core) versions[l.version].push_back(l.path);
   std::vector<std::string> ev;
   for (auto& [v, paths] : versions) ev.push_back("NCCL " + v + ": " + Join(paths, " "));
+  if (versions.empty()) ev.push_back("searched: " + Join(libs.dirs.All(), " "));
+  for (std::string& line : internal::NcclNetPluginEvidence(libs)) ev.push_back(std::move(line));
   if (versions.empty())
-    return Outcome(CheckStatus::kSkip, "no libnccl.so.* in the system, CUDA or Python (nvidia-nccl wheel) library paths",
-                   {"searched: " + Join(dirs, " ")});
-  if (versions.size() > 1) {
-    std::vector<std::string> vs;
-    for (auto& [v, p] : versions) vs.push_back(v);
-    return Outcome(CheckStatus::kWarn, "several NCCL libraries installed: " + Join(vs, ", ") +
+    return Outcome(CheckStatus::kSkip,
+                   "no libnccl.so.* on the loader path (LD_LIBRARY_PATH, /etc/ld.so.conf) nor in the system, CUDA or "
+                   "Python (nvidia-nccl wheel) library dirs",
+                   ev);
+  if (versions.size() > 1)
+    return Outcome(CheckStatus::kWarn, "several NCCL libraries installed: " + Join(libs.Versions(), ", ") +
                                            " (which one loads depends on LD_LIBRARY_PATH / wheel order; mixed versions across ranks fail)",
                    ev,
                    "keep one: pip uninstall the extra nvidia-nccl-cu* wheel or remove the stale libnccl; check with "
                    "NCCL_DEBUG=VERSION (prints 'NCCL version X.Y.Z') on every node");
-  }
   return Outcome(CheckStatus::kPass, "NCCL " + versions.begin()->first, ev);
 }
 

@@ -112,6 +112,44 @@ TEST(GpuChecks, EfaPluginOffTheLoaderPathThenFixed) {
   EXPECT_TRUE(Has(o.evidence, "NCCL net plugin: /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"));
 }
 
+// net.efa finds the plugin as NCCL does (nccl_libraries): each NCCL_NET_PLUGIN entry as given, then
+// libnccl-net-<entry>.so, entries of a comma list in order, bare names on the loader path only.
+TEST(GpuChecks, EfaPluginFollowsNcclsLoaderOrderAndLists) {
+  TempDir d;
+  fs::copy(Fixture("efa-node-no-plugin"), d.path(), fs::copy_options::recursive);
+  d.Write(".commkit/facts/env", "FI_PROVIDER=efa\nNCCL_NET_PLUGIN=ofi\n");
+  CheckOutcome o = RunOne(d.path(), "net.efa");
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_NE(o.summary.find("without the aws-ofi-nccl NCCL plugin"), std::string::npos) << o.summary;
+  EXPECT_TRUE(Has(o.evidence, "NCCL net plugin: none (NCCL_NET_PLUGIN=ofi: ofi, libnccl-net-ofi.so not found)"));
+
+  // A comma list: the first entry is absent, the second is on the loader path (ld.so.conf.d).
+  d.Write("usr/lib/x86_64-linux-gnu/libnccl-net-ofi.so", "");
+  d.Write(".commkit/facts/env", "FI_PROVIDER=efa\nNCCL_NET_PLUGIN=gib,ofi\n");
+  o = RunOne(d.path(), "net.efa");
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_TRUE(Has(o.evidence, "NCCL net plugin: /usr/lib/x86_64-linux-gnu/libnccl-net-ofi.so (NCCL_NET_PLUGIN=gib,ofi)"));
+  EXPECT_TRUE(Has(o.evidence, "NCCL_NET_PLUGIN entry 'gib': gib, libnccl-net-gib.so not found"));
+
+  // On the loader path under a name NCCL does not look for by default: only NCCL_NET_PLUGIN is missing.
+  d.Write(".commkit/facts/env", "FI_PROVIDER=efa\n");
+  o = RunOne(d.path(), "net.efa");
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_NE(o.summary.find("installed (/usr/lib/x86_64-linux-gnu/libnccl-net-ofi.so) but NCCL will not load it "
+                           "(NCCL looks for libnccl-net.so)"),
+            std::string::npos)
+      << o.summary;
+  EXPECT_EQ(o.fix, "export NCCL_NET_PLUGIN=ofi");
+
+  // A path is opened as given; "none" turns plugins off.
+  d.Write(".commkit/facts/env", "FI_PROVIDER=efa\nNCCL_NET_PLUGIN=/usr/lib/x86_64-linux-gnu/libnccl-net-ofi.so\n");
+  EXPECT_EQ(RunOne(d.path(), "net.efa").status, CheckStatus::kPass);
+  d.Write(".commkit/facts/env", "FI_PROVIDER=efa\nNCCL_NET_PLUGIN=None\n");
+  o = RunOne(d.path(), "net.efa");
+  EXPECT_EQ(o.status, CheckStatus::kFail) << o.summary;
+  EXPECT_EQ(o.fix, "unset NCCL_NET_PLUGIN");
+}
+
 TEST(GpuChecks, EfaVariablesThatContradictTheMachine) {
   TempDir d;
   fs::copy(Fixture("efa-node-no-plugin"), d.path(), fs::copy_options::recursive);

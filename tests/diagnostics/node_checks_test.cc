@@ -18,6 +18,12 @@ CheckRecord RunOne(const std::string& machine, const std::string& id) {
   return rep.records.at(0);
 }
 
+CheckOutcome RunIn(const testing::TempDir& dir, const std::string& id) {
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{id}, {}});
+  EXPECT_EQ(rep.records.size(), 1u);
+  return rep.records.at(0).outcome;
+}
+
 TEST(NodeChecksTest, ShmTooSmallInContainerWith8Gpus) {
   CheckRecord r = RunOne("container-shm64mb-8gpu", "shm.size");
   EXPECT_EQ(r.outcome.status, CheckStatus::kFail);
@@ -138,6 +144,79 @@ TEST(NodeChecksTest, AnUnversionedNcclTakesItsVersionFromTheHeaderBesideIt) {
   Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"nccl.libs"}, {}});
   EXPECT_EQ(rep.records.at(0).outcome.status, CheckStatus::kPass);
   EXPECT_EQ(rep.records.at(0).outcome.summary, "NCCL 2.28.9");
+}
+
+bool HasEvidence(const CheckOutcome& o, const std::string& needle) {
+  for (const auto& e : o.evidence)
+    if (e.find(needle) != std::string::npos) return true;
+  return false;
+}
+
+// nccl.libs goes through nccl_libraries: the ld.so.conf directories are searched, and the evidence
+// says which net plugin NCCL would load, or why none.
+TEST(NodeChecksTest, NcclLibsSearchesLdSoConfAndNamesTheNetPlugin) {
+  testing::TempDir dir;
+  dir.Write("etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n");
+  dir.Write("etc/ld.so.conf.d/nccl.conf", "/opt/nccl-2.23/lib\n");
+  dir.Write("opt/nccl-2.23/lib/libnccl.so.2.23.4", "ELF");
+  dir.Write(".commkit/facts/env", "NCCL_DEBUG=WARN\n");
+  CheckOutcome o = RunIn(dir, "nccl.libs");
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_EQ(o.summary, "NCCL 2.23.4");
+  EXPECT_TRUE(HasEvidence(o, "NCCL 2.23.4: /opt/nccl-2.23/lib/libnccl.so.2.23.4"));
+  EXPECT_TRUE(HasEvidence(o, "NCCL net plugin: none (NCCL_NET_PLUGIN unset: libnccl-net.so is not on the loader path)"));
+  EXPECT_TRUE(HasEvidence(o, "loader path (LD_LIBRARY_PATH, /etc/ld.so.conf, system dirs): /opt/nccl-2.23/lib /lib/x86_64-linux-gnu"));
+
+  // aws-ofi-nccl off the loader path: named as a library NCCL would not load.
+  dir.Write("opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so", "ELF");
+  o = RunIn(dir, "nccl.libs");
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_TRUE(HasEvidence(o, "plugin libraries NCCL would not load (off the loader path, or not a name NCCL looks for): "
+                             "/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so"));
+  // On the loader path and named by a comma list: the entry that is there loads, the absent one is named.
+  dir.Write(".commkit/facts/env", "LD_LIBRARY_PATH=/opt/amazon/ofi-nccl/lib\nNCCL_NET_PLUGIN=gib,ofi\n");
+  o = RunIn(dir, "nccl.libs");
+  EXPECT_TRUE(HasEvidence(o, "NCCL net plugin: /opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so (NCCL_NET_PLUGIN=gib,ofi)"));
+  EXPECT_TRUE(HasEvidence(o, "NCCL_NET_PLUGIN entry 'gib': gib, libnccl-net-gib.so not found"));
+  // Nothing found: skip, with where it looked.
+  std::filesystem::remove(dir.path() / "opt/nccl-2.23/lib/libnccl.so.2.23.4");
+  o = RunIn(dir, "nccl.libs");
+  EXPECT_EQ(o.status, CheckStatus::kSkip) << o.summary;
+  EXPECT_TRUE(HasEvidence(o, "searched: /opt/amazon/ofi-nccl/lib /opt/nccl-2.23/lib"));
+}
+
+// A capture of a machine (a tree under a live view's root) replays nccl.libs byte for byte: the scan is
+// the fact "nccl.libraries", and the links (/lib -> usr/lib) and wheel directories the search looks at
+// are recorded.
+TEST(NodeChecksTest, NcclLibsCaptureReplaysIdentically) {
+  testing::TempDir machine, capture;
+  const std::filesystem::path m = machine.path();
+  std::filesystem::create_directories(m / "usr/lib/x86_64-linux-gnu");
+  std::filesystem::create_symlink("usr/lib", m / "lib");
+  machine.Write("usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5", "ELF");
+  std::filesystem::create_symlink("libnccl.so.2.21.5", m / "usr/lib/x86_64-linux-gnu/libnccl.so.2");
+  machine.Write("usr/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2", "ELF");
+  machine.Write("usr/lib/python3.11/site-packages/nvidia/nccl/include/nccl.h",
+                "#define NCCL_MAJOR 2\n#define NCCL_MINOR 23\n#define NCCL_PATCH 4\n");
+  std::filesystem::create_directories(m / "usr/lib/python3.12/site-packages");
+  machine.Write("etc/ld.so.conf", "include /etc/ld.so.conf.d/*.conf\n");
+  machine.Write("etc/ld.so.conf.d/aws-ofi-nccl.conf", "/opt/amazon/ofi-nccl/lib\n");
+  machine.Write("opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so", "ELF");
+  std::filesystem::create_symlink("libnccl-net-ofi.so", m / "opt/amazon/ofi-nccl/lib/libnccl-net.so");
+
+  auto live = std::make_shared<SystemView>(m, true);
+  ASSERT_TRUE(live->StartCapture(capture.path()).ok());
+  Report a = RunChecks(CheckRegistry::BuiltIn(), CheckContext{live}, {{"nccl.libs"}, {}});
+  live->StopCapture();
+  Report b = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(capture.path())}, {{"nccl.libs"}, {}});
+  EXPECT_EQ(a.ToJson(), b.ToJson());
+  EXPECT_EQ(a.ToText(false), b.ToText(false));
+  const CheckOutcome& o = b.records.at(0).outcome;
+  EXPECT_EQ(o.status, CheckStatus::kWarn) << o.summary;
+  EXPECT_NE(o.summary.find("2.21.5, 2.23.4"), std::string::npos) << o.summary;
+  EXPECT_TRUE(HasEvidence(o, "NCCL net plugin: /opt/amazon/ofi-nccl/lib/libnccl-net.so -> libnccl-net-ofi.so"));
+  EXPECT_TRUE(HasEvidence(o, "NCCL 2.23.4: /usr/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"));
+  EXPECT_TRUE(std::filesystem::exists(capture.path() / ".commkit/facts/nccl.libraries"));
 }
 
 // A machine with interfaces (name, address/prefix) all up, routes to 172.17/16 and 10.1/16, and env.
