@@ -57,8 +57,9 @@ commkit_add_test(comm_pg_host_test
   SOURCES pg_host_test.cc
   LIBS commkit::comm
   LABELS unit
-  TIMEOUT 600)
-add_test(NAME comm_pg_host_small_slots COMMAND comm_pg_host_test --gtest_filter=Host*/PgConformance.*:HostBackend.Mismatch* --gtest_color=no)
+  TIMEOUT 600
+  ENVIRONMENT "GTEST_FILTER=-HostFourHosts/*")
+add_test(NAME comm_pg_host_small_slots COMMAND comm_pg_host_test --gtest_filter=Host*/PgConformance.*:HostBackend.Mismatch*:-HostFourHosts/* --gtest_color=no)
 set_tests_properties(comm_pg_host_small_slots PROPERTIES LABELS unit TIMEOUT 600
   ENVIRONMENT "COMMKIT_HOST_SLOT_BYTES=65536;COMMKIT_HOST_FLAT_BYTES=4096")
 
@@ -71,6 +72,21 @@ if(COMMKIT_HAVE_UCX)
   add_test(NAME comm_pg_host_two_hosts_ring COMMAND comm_pg_host_test --gtest_filter=HostTwoHosts/* --gtest_color=no)
   set_tests_properties(comm_pg_host_two_hosts_ring PROPERTIES LABELS mp TIMEOUT 600
     ENVIRONMENT "COMMKIT_HOST_ALGORITHM=ring")
+  # Flat recursive halving-doubling over every rank: 2 and 4 ranks (powers of two) and 3 (one rank
+  # folds into a partner).
+  add_test(NAME comm_pg_host_two_hosts_halving_doubling
+    COMMAND comm_pg_host_test --gtest_filter=HostTwoHosts/PgConformance.Allreduce* --gtest_color=no)
+  set_tests_properties(comm_pg_host_two_hosts_halving_doubling PROPERTIES LABELS mp TIMEOUT 600
+    ENVIRONMENT "COMMKIT_HOST_ALGORITHM=halving_doubling")
+  # Four pretend hosts, 2+1+1+1 ranks: hierarchical with halving-doubling among the leaders (auto), and
+  # flat halving-doubling over 5 ranks (one folds).
+  add_test(NAME comm_pg_host_four_hosts
+    COMMAND comm_pg_host_test --gtest_filter=HostFourHosts/PgConformance.Allreduce*:HostFourHosts/PgConformance.BroadcastReduce* --gtest_color=no)
+  set_tests_properties(comm_pg_host_four_hosts PROPERTIES LABELS mp TIMEOUT 600 PROCESSORS 2)
+  add_test(NAME comm_pg_host_four_hosts_halving_doubling
+    COMMAND comm_pg_host_test --gtest_filter=HostFourHosts/PgConformance.Allreduce* --gtest_color=no)
+  set_tests_properties(comm_pg_host_four_hosts_halving_doubling PROPERTIES LABELS mp TIMEOUT 600 PROCESSORS 2
+    ENVIRONMENT "COMMKIT_HOST_ALGORITHM=halving_doubling")
 endif()
 if(COMMKIT_HAVE_UCX)
   commkit_add_test(comm_pg_host_netns_test

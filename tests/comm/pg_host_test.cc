@@ -26,6 +26,10 @@ INSTANTIATE_TEST_SUITE_P(HostFork, PgConformance,
 // when a host has several ranks, the flat ring otherwise).
 INSTANTIATE_TEST_SUITE_P(HostTwoHosts, PgConformance,
                          ::testing::Combine(::testing::Values("host+fork@2"), ::testing::Values(2, 3, 4)), PgParamName);
+// Five ranks on four pretend hosts (2+1+1+1): hierarchical all-reduce with halving-doubling among the
+// four leaders. Run by its own CTest entries (comm_pg_host_four_hosts*), not by comm_pg_host_test.
+INSTANTIATE_TEST_SUITE_P(HostFourHosts, PgConformance,
+                         ::testing::Combine(::testing::Values("host+fork@4"), ::testing::Values(5)), PgParamName);
 #endif
 
 bool Contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

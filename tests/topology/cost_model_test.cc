@@ -95,6 +95,51 @@ TEST(CostModel, HierarchicalBeatsFlatRingAcrossNodesForLargeMessages) {
   EXPECT_EQ(m->Best(1e9).algorithm, AllReduceAlgorithm::kHierarchical);
 }
 
+TEST(CostModel, HalvingDoublingFormula) {
+  ClusterShape s;
+  s.ranks_per_node = 8;
+  s.intra = {LinkClass::kSHM, 1e-6, 10e9, "test"};
+  auto m = CostModel::Create(s);
+  ASSERT_TRUE(m.ok());
+  const double n = 64e6;
+  // Power of two: 2 log2(p) latency steps, the ring's bandwidth term.
+  auto hd = m->Predict(AllReduceAlgorithm::kHalvingDoubling, n);
+  EXPECT_NEAR(hd.time_s, 2 * 3 * 1e-6 + 2 * 7.0 / 8 * n / 10e9, 1e-12);
+  auto ring = m->Predict(AllReduceAlgorithm::kRing, n);
+  EXPECT_NEAR(ring.time_s - hd.time_s, (14 - 6) * 1e-6, 1e-12) << "same bandwidth term, fewer steps";
+  EXPECT_EQ(m->Best(n).algorithm, AllReduceAlgorithm::kHalvingDoubling);
+  // Six ranks: two fold into partners (a whole-buffer exchange each way) and four run the halving.
+  s.ranks_per_node = 6;
+  auto m6 = CostModel::Create(s);
+  ASSERT_TRUE(m6.ok());
+  EXPECT_NEAR(m6->Predict(AllReduceAlgorithm::kHalvingDoubling, n).time_s,
+              2 * (1e-6 + n / 10e9) + 2 * 2 * 1e-6 + 2 * 3.0 / 4 * n / 10e9, 1e-12);
+  // The fold makes it lose to the ring for large messages, and win for small ones.
+  EXPECT_EQ(m6->Best(n).algorithm, AllReduceAlgorithm::kRing);
+  EXPECT_LT(m6->Predict(AllReduceAlgorithm::kHalvingDoubling, 4096).time_s,
+            m6->Predict(AllReduceAlgorithm::kRing, 4096).time_s);
+  // Two ranks: the same exchange as the ring.
+  s.ranks_per_node = 2;
+  auto m2 = CostModel::Create(s);
+  ASSERT_TRUE(m2.ok());
+  EXPECT_DOUBLE_EQ(m2->Predict(AllReduceAlgorithm::kHalvingDoubling, n).time_s,
+                   m2->Predict(AllReduceAlgorithm::kRing, n).time_s);
+  EXPECT_EQ(ToString(AllReduceAlgorithm::kHalvingDoubling), "halving_doubling");
+}
+
+TEST(CostModel, HierarchicalUsesHalvingDoublingBetweenManyNodes) {
+  ClusterShape s = EightGpuNodes(16);
+  auto m = CostModel::Create(s);
+  ASSERT_TRUE(m.ok());
+  const auto& ln = m->shape().inter;
+  const auto& li = m->shape().intra;
+  const double n = 4096;
+  const double intra = 2 * (7 * li.alpha_s + 7.0 / 8 * n / li.beta_Bps);
+  // 16 nodes: 2*4 latency steps between nodes instead of the ring's 2*15.
+  EXPECT_NEAR(m->Predict(AllReduceAlgorithm::kHierarchical, n).time_s,
+              intra + 2 * 4 * ln.alpha_s + 2 * 15.0 / 16 * n / ln.beta_Bps, 1e-12);
+}
+
 TEST(CostModel, SingleRankCostsNothing) {
   ClusterShape s;
   auto m = CostModel::Create(s);

@@ -15,6 +15,19 @@ int CeilLog2(int p) {
   return steps;
 }
 
+// Ring and recursive halving-doubling (Rabenseifner) all-reduce of n bytes among p ranks over one
+// link class (alpha a, bandwidth b). Halving-doubling on a non-power-of-two count first folds the
+// p - p' extra ranks into partners (a whole-buffer send) and at the end sends them the result.
+double FlatRingTime(double p, double a, double b, double n) { return 2 * (p - 1) * a + 2 * (p - 1) / p * n / b; }
+double FlatHalvingDoublingTime(int p, double a, double b, double n) {
+  if (p <= 1) return 0;
+  int steps = 0;
+  while ((2 << steps) <= p) ++steps;  // p' = 2^steps <= p
+  const double pp = 1 << steps;
+  const double fold = pp < p ? 2 * (a + n / b) : 0;
+  return fold + 2 * steps * a + 2 * (pp - 1) / pp * n / b;
+}
+
 }  // namespace
 
 std::string_view ToString(LinkClass c) {
@@ -32,6 +45,7 @@ std::string_view ToString(AllReduceAlgorithm a) {
   switch (a) {
     case AllReduceAlgorithm::kRing: return "ring";
     case AllReduceAlgorithm::kRecursiveDoubling: return "recursive_doubling";
+    case AllReduceAlgorithm::kHalvingDoubling: return "halving_doubling";
     case AllReduceAlgorithm::kHierarchical: return "hierarchical";
   }
   return "unknown";
@@ -92,7 +106,8 @@ Result<CostModel> CostModel::Create(ClusterShape shape) {
 }
 
 std::vector<AllReduceAlgorithm> CostModel::Applicable() const {
-  std::vector<AllReduceAlgorithm> out = {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling};
+  std::vector<AllReduceAlgorithm> out = {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling,
+                                         AllReduceAlgorithm::kHalvingDoubling};
   if (shape_.nodes > 1 && shape_.ranks_per_node > 1) out.push_back(AllReduceAlgorithm::kHierarchical);
   return out;
 }
@@ -107,11 +122,13 @@ Prediction CostModel::Predict(AllReduceAlgorithm algorithm, double bytes) const 
   double t = 0;
   if (p > 1) {
     switch (algorithm) {
-      case AllReduceAlgorithm::kRing: {
-        // The ring's speed is its slowest hop; with several nodes one hop per node crosses the NIC.
+      case AllReduceAlgorithm::kRing:
+      case AllReduceAlgorithm::kHalvingDoubling: {
+        // Both run over the slowest link they cross; with several nodes one hop per node crosses the NIC.
         double a = shape_.nodes > 1 ? std::max(ln.alpha_s, g > 1 ? li.alpha_s : 0) : li.alpha_s;
         double b = shape_.nodes > 1 ? (g > 1 ? std::min(li.beta_Bps, ln.beta_Bps) : ln.beta_Bps) : li.beta_Bps;
-        t = 2 * (p - 1) * a + 2 * (p - 1) / p * n / b;
+        t = algorithm == AllReduceAlgorithm::kRing ? FlatRingTime(p, a, b, n)
+                                                   : FlatHalvingDoublingTime(shape_.ranks(), a, b, n);
         break;
       }
       case AllReduceAlgorithm::kRecursiveDoubling: {
@@ -124,7 +141,10 @@ Prediction CostModel::Predict(AllReduceAlgorithm algorithm, double bytes) const 
       }
       case AllReduceAlgorithm::kHierarchical: {
         if (g > 1) t += 2 * ((g - 1) * li.alpha_s + (g - 1) / g * n / li.beta_Bps);
-        if (N > 1) t += 2 * (N - 1) * ln.alpha_s + 2 * (N - 1) / N * n / ln.beta_Bps;
+        // Between nodes: the faster of a ring and halving-doubling among the N node shards.
+        if (N > 1)
+          t += std::min(FlatRingTime(N, ln.alpha_s, ln.beta_Bps, n),
+                        FlatHalvingDoublingTime(shape_.nodes, ln.alpha_s, ln.beta_Bps, n));
         break;
       }
     }

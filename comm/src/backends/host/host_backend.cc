@@ -32,20 +32,60 @@ std::vector<std::size_t> Offsets(const std::vector<std::size_t>& counts, std::si
   return out;
 }
 
+// All-reduce across hosts: one flat algorithm over every rank, or hierarchical (within hosts, then
+// between the hosts' leaders, then within hosts).
+enum class AllreducePlan : std::uint8_t { kRing, kHalvingDoubling, kHierarchical };
+std::string_view PlanName(AllreducePlan p) {
+  switch (p) {
+    case AllreducePlan::kRing: return "ring";
+    case AllreducePlan::kHalvingDoubling: return "halving_doubling";
+    case AllreducePlan::kHierarchical: return "hierarchical";
+  }
+  return "?";
+}
+
+// A choice per message size: entry k covers sizes above entry k-1's bound up to its own; the last
+// entry covers every larger size too.
+template <typename T>
+struct SizeChoice {
+  std::vector<std::pair<std::size_t, T>> ranges;
+  T For(std::size_t bytes) const {
+    for (const auto& [upto, choice] : ranges)
+      if (bytes <= upto) return choice;
+    return ranges.back().second;
+  }
+  // "ring up to 32 KiB, hierarchical above" (one range: just the name).
+  template <typename NameFn>
+  std::string Describe(NameFn name) const {
+    std::string out;
+    for (std::size_t i = 0; i < ranges.size(); ++i) {
+      out += StrCat(i == 0 ? "" : ", ", name(ranges[i].second));
+      if (ranges.size() == 1) break;
+      out += i + 1 < ranges.size() ? StrCat(" up to ", HumanBytes(static_cast<double>(ranges[i].first)))
+                                   : StrCat(" above ", HumanBytes(static_cast<double>(ranges[i - 1].first)));
+    }
+    return out;
+  }
+  void Add(std::size_t upto, T choice) {
+    if (!ranges.empty() && ranges.back().second == choice) {
+      ranges.back().first = upto;
+    } else {
+      ranges.emplace_back(upto, choice);
+    }
+  }
+};
+
 // Ranks on several hosts: shared memory within each host, UCX between them.
 struct RemoteState {
 #if COMMKIT_HAVE_UCX
   std::unique_ptr<host::UcxTransport> ucx;
   std::unique_ptr<host::RemoteAlgorithms> algorithms;
+  SizeChoice<host::RemoteAlgorithms::AllreduceAlgorithm> between_leaders;  // in the hierarchical plan
 #endif
   std::vector<int> leaders;  // the lowest group rank of every host, in host order
   bool leader = false;
   int size = 0;  // the whole group
-  // All-reduce: hierarchical (within hosts, then between leaders, then within hosts) or the flat ring,
-  // per size: messages up to ring_below bytes take the ring.
-  bool hierarchical = false;
-  std::size_t ring_below = 0;
-  bool Hierarchical(std::size_t bytes) const { return hierarchical && bytes >= ring_below; }
+  SizeChoice<AllreducePlan> allreduce;
 };
 
 class HostBackend final : public Backend {
@@ -58,6 +98,8 @@ class HostBackend final : public Backend {
   bool ChecksMismatch() const override { return remote_ == nullptr; }
   // Send/recv use per-pair rings (or UCX tags) with their own locks, apart from the collective rounds.
   bool ConcurrentPointToPoint() const override { return true; }
+  // An eighth of a pair's ring: several small sends fit before one waits for the peer.
+  std::size_t EagerPointToPointBytes() const override { return host::TransportOptions{}.ring_bytes / 8; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
     return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
@@ -344,16 +386,20 @@ class HostBackend final : public Backend {
     });
   }
 
-  // Across hosts: all-reduce hierarchically (shared-memory reduce to each host's leader, a ring among
-  // the leaders, shared-memory broadcast) or as one flat ring; everything else flat over UCX.
+  // Across hosts: all-reduce hierarchically (shared-memory reduce to each host's leader, a ring or
+  // halving-doubling among the leaders, shared-memory broadcast) or flat (ring or halving-doubling
+  // over every rank), as the plan for the size says; everything else flat over UCX.
   Status RunRemote(const CollectiveArgs& args, Deadline d) {
 #if COMMKIT_HAVE_UCX
+    using Algo = host::RemoteAlgorithms::AllreduceAlgorithm;
     // UCX tags carry a per-backend operation count, not the group's sequence number: ProcessGroup's
     // fingerprint all-reduce and the operation it checks share one sequence number.
     CollectiveArgs a = args;
     if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) a.sequence = ++remote_ops_;
-    if (a.kind != CollectiveKind::kAllreduce || !remote_->Hierarchical(a.count * SizeOf(a.dtype)))
-      return remote_->algorithms->Run(a, d);
+    const std::size_t bytes = a.count * SizeOf(a.dtype);
+    const AllreducePlan plan = a.kind == CollectiveKind::kAllreduce ? remote_->allreduce.For(bytes) : AllreducePlan::kRing;
+    if (plan != AllreducePlan::kHierarchical)
+      return remote_->algorithms->Run(a, d, plan == AllreducePlan::kHalvingDoubling ? Algo::kHalvingDoubling : Algo::kRing);
     const bool avg = a.op.kind == ReduceKind::kAvg;
     CollectiveArgs local = a;
     local.kind = CollectiveKind::kReduce;
@@ -362,7 +408,8 @@ class HostBackend final : public Backend {
     COMMKIT_RETURN_IF_ERROR(Reduction(local, d, 0));
     if (remote_->leader) {
       ReduceKind between = avg || a.op.kind == ReduceKind::kPreMulSum ? ReduceKind::kSum : a.op.kind;
-      COMMKIT_RETURN_IF_ERROR(remote_->algorithms->RingAllreduce(a, a.recv, a.count, between, remote_->leaders, d));
+      COMMKIT_RETURN_IF_ERROR(remote_->algorithms->Allreduce(remote_->between_leaders.For(bytes), a, a.recv, a.count,
+                                                             between, remote_->leaders, d));
       if (avg) DivideInPlace(a.dtype, a.recv, a.count, remote_->size);
     }
     CollectiveArgs bcast = a;
@@ -386,6 +433,58 @@ class HostBackend final : public Backend {
   std::vector<std::uint8_t> scratch_;
 };
 
+#if COMMKIT_HAVE_UCX
+// The all-reduce plans for `hosts` hosts of at most `most` ranks: forced by COMMKIT_HOST_ALGORITHM, or
+// per size the cheapest in the topology cost model (shared memory within a host, TCP between) of the
+// ring, halving-doubling and, when a host has several ranks, hierarchical. Between the leaders the
+// model picks ring or halving-doubling for `hosts` single-rank nodes.
+void PlanRemoteAllreduce(RemoteState& remote, const std::string& mode, int hosts, int most) {
+  using topology::AllReduceAlgorithm;
+  using Algo = host::RemoteAlgorithms::AllreduceAlgorithm;
+  constexpr double kLargest = double{1 << 30};
+  topology::ClusterShape shape;
+  shape.nodes = hosts;
+  shape.ranks_per_node = most;
+  shape.intra = topology::DefaultLinkCost(topology::LinkClass::kSHM);
+  shape.inter = topology::DefaultLinkCost(topology::LinkClass::kNetwork);
+  topology::ClusterShape leaders = shape;
+  leaders.ranks_per_node = 1;
+  auto model = topology::CostModel::Create(shape);
+  auto leader_model = topology::CostModel::Create(leaders);
+  bool hierarchical = false;
+  for (double bytes = 8; bytes <= kLargest; bytes *= 2) {
+    const auto upto = static_cast<std::size_t>(bytes);
+    Algo between = Algo::kRing;
+    if (leader_model.ok() && leader_model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s <
+                                 leader_model->Predict(AllReduceAlgorithm::kRing, bytes).time_s)
+      between = Algo::kHalvingDoubling;
+    remote.between_leaders.Add(upto, between);
+    AllreducePlan plan = AllreducePlan::kRing;
+    if (mode == "halving_doubling") {
+      plan = AllreducePlan::kHalvingDoubling;
+    } else if (mode == "hierarchical") {
+      plan = AllreducePlan::kHierarchical;
+    } else if (mode == "auto" && model.ok()) {
+      double best = model->Predict(AllReduceAlgorithm::kRing, bytes).time_s;
+      const double hd = model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s;
+      if (hd < best) {
+        best = hd;
+        plan = AllreducePlan::kHalvingDoubling;
+      }
+      // Hierarchical from the first size where it is predicted no slower, and every size above: the
+      // model's network link is a 100 Gb/s default, not the probed one, and with a slower network the
+      // flat algorithms only fall further behind (measured: hierarchical 1.6-3.5x faster than the
+      // flat ring at 8 B-16 MiB with 2 ranks per host over TCP; docs/host-backend.md).
+      if (most > 1 && (hierarchical || model->Predict(AllReduceAlgorithm::kHierarchical, bytes).time_s <= best)) {
+        plan = AllreducePlan::kHierarchical;
+        hierarchical = true;
+      }
+    }
+    remote.allreduce.Add(upto, plan);
+  }
+}
+#endif
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context) {
@@ -393,7 +492,8 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t flat, EnvIntOr("COMMKIT_HOST_FLAT_BYTES", 64 << 10, 0, std::int64_t{1} << 30));
   std::optional<std::string> algorithm;
-  COMMKIT_ASSIGN_OR_RETURN(algorithm, EnvChoice("COMMKIT_HOST_ALGORITHM", {"auto", "ring", "hierarchical"}));
+  COMMKIT_ASSIGN_OR_RETURN(algorithm,
+                           EnvChoice("COMMKIT_HOST_ALGORITHM", {"auto", "ring", "halving_doubling", "hierarchical"}));
   options.slot_bytes = static_cast<std::size_t>(slot) / 64 * 64;  // every element size divides it
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
 
@@ -436,34 +536,22 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   remote->size = context.size;
   std::size_t most = 0;
   for (const auto& h : hosts) most = std::max(most, h.size());
-  const std::string mode = algorithm.value_or("auto");
-  std::string why = StrCat("COMMKIT_HOST_ALGORITHM=", mode);
-  remote->hierarchical = mode == "hierarchical" || (mode == "auto" && most > 1);
-  if (mode == "auto" && most > 1) {
-    // The cost model's choice per size for this shape: shared memory within a host, TCP between.
-    topology::ClusterShape shape;
-    shape.nodes = static_cast<int>(hosts.size());
-    shape.ranks_per_node = static_cast<int>(most);
-    shape.intra = topology::DefaultLinkCost(topology::LinkClass::kSHM);
-    shape.inter = topology::DefaultLinkCost(topology::LinkClass::kNetwork);
-    auto model = topology::CostModel::Create(shape);
-    if (model.ok()) {
-      // Of the two algorithms this backend has, the ring takes the sizes (from the smallest up) where
-      // the model predicts it faster.
-      for (double bytes = 8; bytes <= double{1 << 30}; bytes *= 2) {
-        if (model->Predict(topology::AllReduceAlgorithm::kRing, bytes).time_s >=
-            model->Predict(topology::AllReduceAlgorithm::kHierarchical, bytes).time_s)
-          break;
-        remote->ring_below = static_cast<std::size_t>(bytes) + 1;
-      }
-      why = remote->ring_below > 0 ? StrCat("cost model: ring below ", HumanBytes(static_cast<double>(remote->ring_below)),
-                                            ", hierarchical above")
-                                   : "cost model: hierarchical at every size";
-    }
-  }
-  if (context.rank == 0)
+  PlanRemoteAllreduce(*remote, algorithm.value_or("auto"), static_cast<int>(hosts.size()), static_cast<int>(most));
+  if (context.rank == 0) {
+    using Algo = host::RemoteAlgorithms::AllreduceAlgorithm;
+    bool any_hierarchical = false;
+    for (const auto& range : remote->allreduce.ranges) any_hierarchical |= range.second == AllreducePlan::kHierarchical;
+    const std::string between =
+        any_hierarchical ? StrCat("; between the ", hosts.size(), " hosts' leaders: ",
+                                  remote->between_leaders.Describe([](Algo a) {
+                                    return a == Algo::kHalvingDoubling ? "halving_doubling" : "ring";
+                                  }))
+                         : "";
     COMMKIT_LOG_INFO(who, ": ", context.size, " ranks on ", hosts.size(), " hosts (shared memory within, UCX between); "
-                     "all-reduce: ", remote->hierarchical ? "hierarchical" : "ring", " (", why, ")");
+                     "all-reduce: ", remote->allreduce.Describe(PlanName), between, " (COMMKIT_HOST_ALGORITHM=",
+                     algorithm.value_or("auto"), algorithm.value_or("auto") == "auto" ? ", from the topology cost model" : "",
+                     ")");
+  }
   return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat), std::move(remote)));
 #else
   (void)algorithm;

@@ -87,6 +87,92 @@ Status RemoteAlgorithms::RingAllreduce(const CollectiveArgs& a, void* buf, std::
   return RingAllgather(a, b, off, ring, 1 << 15, d);
 }
 
+Status RemoteAlgorithms::HalvingDoublingAllreduce(const CollectiveArgs& a, void* buf, std::size_t count,
+                                                  ReduceKind kind, const std::vector<int>& ranks, Deadline d) {
+  const std::size_t n = ranks.size();
+  if (n <= 1 || count == 0) return Status::Ok();
+  const std::size_t e = SizeOf(a.dtype);
+  const std::size_t i = static_cast<std::size_t>(std::find(ranks.begin(), ranks.end(), t_.rank()) - ranks.begin());
+  auto* b = static_cast<std::uint8_t*>(buf);
+  ReduceFunction fn = GetReduceFunction(a.dtype, kind);
+  std::size_t pof2 = 1;
+  while (pof2 * 2 <= n) pof2 *= 2;
+  const std::size_t extra = n - pof2;
+  // Steps: 0 fold, 1.. halving, 0x100.. doubling, 0x200 unfold (within one collective's sequence).
+  constexpr std::uint32_t kHalving = 1, kDoubling = 0x100, kUnfold = 0x200;
+  // Fold: of each of the first `extra` pairs the even member hands its buffer to the odd one.
+  if (i < 2 * extra) {
+    const int partner = ranks[i ^ 1];
+    if (i % 2 == 0) {
+      std::vector<Op> ops{SendOp(partner, b, count * e)};
+      COMMKIT_RETURN_IF_ERROR(t_.Run(ops, 0, a.sequence, 0, d));
+      std::vector<Op> back{RecvOp(partner, b, count * e)};
+      return t_.Run(back, 0, a.sequence, kUnfold, d);
+    }
+    scratch_.resize(count * e);
+    std::vector<Op> ops{RecvOp(partner, scratch_.data(), count * e)};
+    COMMKIT_RETURN_IF_ERROR(t_.Run(ops, 0, a.sequence, 0, d));
+    fn(b, scratch_.data(), b, count);  // lower rank's operand first
+  }
+  // Index among the p' participants, and back to a group rank.
+  const std::size_t v = i < 2 * extra ? i / 2 : i - extra;
+  auto real = [&](std::size_t w) { return ranks[w < extra ? 2 * w + 1 : w + extra]; };
+  const auto off = EvenOffsets(count, pof2, e);
+  // Recursive halving: at distance `mask` keep the half of the current block range that bit `mask`
+  // of v selects, send the other half to the partner and reduce its copy of ours.
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;  // block ranges before each halving
+  std::size_t lo = 0, hi = pof2;
+  std::uint32_t step = 0;
+  // The first halving receives the most: one half of the buffer.
+  scratch_.resize(std::max({scratch_.size(), off[pof2 / 2], off[pof2] - off[pof2 / 2]}));
+  for (std::size_t mask = 1; mask < pof2; mask <<= 1, ++step) {
+    ranges.emplace_back(lo, hi);
+    const std::size_t mid = (lo + hi) / 2;
+    const bool upper = (v & mask) != 0;
+    const std::size_t keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
+    const std::size_t give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
+    const std::size_t keep_bytes = off[keep_hi] - off[keep_lo];
+    const int partner = real(v ^ mask);
+    std::vector<Op> ops{SendOp(partner, b + off[give_lo], off[give_hi] - off[give_lo]),
+                        RecvOp(partner, scratch_.data(), keep_bytes)};
+    COMMKIT_RETURN_IF_ERROR(t_.Run(ops, 0, a.sequence, kHalving + step, d));
+    // The lower participant's operand first, so the result does not depend on who reduces.
+    std::uint8_t* mine = b + off[keep_lo];
+    if (upper) {
+      fn(mine, scratch_.data(), mine, keep_bytes / e);
+    } else {
+      fn(mine, mine, scratch_.data(), keep_bytes / e);
+    }
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+  // Recursive doubling, the halving in reverse: swap the reduced halves until every block is everywhere.
+  step = 0;
+  for (std::size_t mask = pof2 / 2; mask >= 1; mask >>= 1, ++step) {
+    const auto [plo, phi] = ranges.back();
+    ranges.pop_back();
+    const std::size_t other_lo = lo == plo ? hi : plo, other_hi = lo == plo ? phi : lo;
+    const int partner = real(v ^ mask);
+    std::vector<Op> ops{SendOp(partner, b + off[lo], off[hi] - off[lo]),
+                        RecvOp(partner, b + off[other_lo], off[other_hi] - off[other_lo])};
+    COMMKIT_RETURN_IF_ERROR(t_.Run(ops, 0, a.sequence, kDoubling + step, d));
+    lo = plo;
+    hi = phi;
+  }
+  // Unfold: the folded ranks get the result.
+  if (i < 2 * extra) {
+    std::vector<Op> ops{SendOp(ranks[i ^ 1], b, count * e)};
+    return t_.Run(ops, 0, a.sequence, kUnfold, d);
+  }
+  return Status::Ok();
+}
+
+Status RemoteAlgorithms::Allreduce(AllreduceAlgorithm algorithm, const CollectiveArgs& a, void* buf, std::size_t count,
+                                   ReduceKind kind, const std::vector<int>& ranks, Deadline d) {
+  return algorithm == AllreduceAlgorithm::kHalvingDoubling ? HalvingDoublingAllreduce(a, buf, count, kind, ranks, d)
+                                                           : RingAllreduce(a, buf, count, kind, ranks, d);
+}
+
 Status RemoteAlgorithms::Broadcast(const CollectiveArgs& a, Deadline d) {
   const int p = t_.size(), v = (t_.rank() - a.root + p) % p;
   const std::size_t bytes = a.count * SizeOf(a.dtype);
@@ -120,7 +206,7 @@ Status RemoteAlgorithms::Alltoall(const CollectiveArgs& a, const std::vector<std
   if (send_counts[r] != recv_counts[r])
     return Status::InvalidArgument(StrCat("alltoallv: rank ", r, " sends ", send_counts[r], " elements to itself but expects ",
                                           recv_counts[r]));
-  std::memcpy(recv + roff[r], send + soff[r], soff[r + 1] - soff[r]);
+  if (soff[r + 1] > soff[r]) std::memcpy(recv + roff[r], send + soff[r], soff[r + 1] - soff[r]);
   for (int s = 1; s < p; ++s) {
     const int to = (r + s) % p, from = (r - s + p) % p;
     std::vector<Op> ops{SendOp(to, send + soff[to], soff[to + 1] - soff[to]),
@@ -130,7 +216,7 @@ Status RemoteAlgorithms::Alltoall(const CollectiveArgs& a, const std::vector<std
   return Status::Ok();
 }
 
-Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d) {
+Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d, AllreduceAlgorithm allreduce) {
   const int p = t_.size(), r = t_.rank();
   const std::size_t e = SizeOf(a.dtype), n = a.count;
   auto* recv = static_cast<std::uint8_t*>(a.recv);
@@ -150,7 +236,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d) {
       const auto* in = send ? send : recv;
       if (n > 0 && in != out) std::memcpy(out, in, n * e);
       if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, out, n, a.op.scalar);
-      COMMKIT_RETURN_IF_ERROR(RingAllreduce(a, out, n, plain, all, d));
+      COMMKIT_RETURN_IF_ERROR(Allreduce(allreduce, a, out, n, plain, all, d));
       if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, out, n, p);
       return Status::Ok();
     }
@@ -158,7 +244,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d) {
     case CollectiveKind::kAllgather:
     case CollectiveKind::kAllgatherv: {
       auto off = a.kind == CollectiveKind::kAllgatherv ? CountOffsets(a.counts, e) : EvenOffsets(n * p, p, e);
-      if (send && send != recv + off[r]) std::memcpy(recv + off[r], send, off[r + 1] - off[r]);
+      if (send && send != recv + off[r] && off[r + 1] > off[r]) std::memcpy(recv + off[r], send, off[r + 1] - off[r]);
       return RingAllgather(a, recv, off, all, 0, d);
     }
     case CollectiveKind::kReduceScatter:
@@ -167,7 +253,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d) {
       std::vector<std::uint8_t> work(send, send + off[p]);
       if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, work.data(), off[p] / e, a.op.scalar);
       COMMKIT_RETURN_IF_ERROR(RingReduceScatter(a, work.data(), off, plain, all, 0, d));
-      std::memcpy(recv, work.data() + off[r], off[r + 1] - off[r]);
+      if (off[r + 1] > off[r]) std::memcpy(recv, work.data() + off[r], off[r + 1] - off[r]);
       if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, recv, (off[r + 1] - off[r]) / e, p);
       return Status::Ok();
     }
@@ -181,7 +267,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d) {
       if (r == a.root) {
         for (int q = 0; q < p; ++q)
           if (q != r) ops.push_back(RecvOp(q, recv + q * n * e, n * e));
-        if (send && send != recv + r * n * e) std::memcpy(recv + r * n * e, send, n * e);
+        if (send && send != recv + r * n * e && n > 0) std::memcpy(recv + r * n * e, send, n * e);
       } else {
         ops.push_back(SendOp(a.root, send, n * e));
       }
@@ -192,7 +278,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d) {
       if (r == a.root) {
         for (int q = 0; q < p; ++q)
           if (q != r) ops.push_back(SendOp(q, send + q * n * e, n * e));
-        if (recv != send + r * n * e) std::memcpy(recv, send + r * n * e, n * e);
+        if (recv != send + r * n * e && n > 0) std::memcpy(recv, send + r * n * e, n * e);
       } else {
         ops.push_back(RecvOp(a.root, recv, n * e));
       }

@@ -4,9 +4,15 @@
 // With p ranks, n bytes, g ranks per node and N nodes (p = g*N):
 //   ring               T = 2(p-1)*a + 2(p-1)/p * n / b           a,b: slowest link the ring crosses
 //   recursive doubling T = ceil(log2 p) * (a + n / b)            (latency-optimal; also NCCL's tree regime)
+//   halving-doubling   T = 2 log2(p')*a + 2(p'-1)/p' * n / b      Rabenseifner: recursive-halving reduce-
+//                          [+ 2(a + n/b) when p' < p]             scatter, recursive-doubling all-gather;
+//                                                                 p' = largest power of two <= p (the
+//                                                                 extra ranks fold in and out)
 //   hierarchical       T = 2[(g-1)*a_i + (g-1)/g * n / b_i]      intra-node reduce-scatter + all-gather
 //                        + 2(N-1)*a_n + 2(N-1)/N * n / B_n       inter-node ring on n/g per rank, the g
 //                                                                 shards sharing the node's NIC bandwidth B_n
+//                                                                 (or halving-doubling among the N nodes
+//                                                                 where its formula is smaller)
 // algbw = n / T and busbw = algbw * 2(p-1)/p (NCCL's definition), so for large n the ring's busbw tends
 // to b. The model ignores protocol overheads (LL/LL128/Simple), channel counts and congestion: it is for
 // choosing and sanity-checking, not for promising numbers. Pure functions; thread-safe.
@@ -62,7 +68,7 @@ struct ClusterShapeOptions {
 // IB/RoCE/EFA), DefaultLinkCost(kNetwork) when none is known. Each LinkCost says where it came from.
 ClusterShape ClusterShapeFromTopology(const Topology& topo, const ClusterShapeOptions& options = {});
 
-enum class AllReduceAlgorithm : std::uint8_t { kRing, kRecursiveDoubling, kHierarchical };
+enum class AllReduceAlgorithm : std::uint8_t { kRing, kRecursiveDoubling, kHierarchical, kHalvingDoubling };
 std::string_view ToString(AllReduceAlgorithm a);
 
 struct Prediction {
