@@ -225,7 +225,7 @@ class ProcessGroup::Impl {
       return Status::NotSupported(StrCat(Who(), ": backend ", backend_->Name(), " does not support ", ToString(args.kind),
                                          " of ", ToString(args.dtype), IsReduction(args.kind) ? StrCat(" with ", args.op.ToString()) : "",
                                          " on ", ToString(args.memory), " memory"));
-    auto state = std::make_shared<WorkState>();
+    std::shared_ptr<WorkState> state;
     std::uint64_t seq;
     bool run_here = false;
     const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
@@ -241,6 +241,7 @@ class ProcessGroup::Impl {
       // asynchronous so callers overlap them with computation. Order is kept: nothing is queued or
       // running, and anything submitted meanwhile waits for `busy_`.
       if (p2p && backend_->ConcurrentPointToPoint()) {
+        state = std::make_shared<WorkState>();
         // Sends and receives progress on their own threads, in order per direction, independently of
         // the collectives and of each other: both peers may send first.
         if (!send_exec_) send_exec_ = std::make_shared<SerialExecutor>();
@@ -275,16 +276,24 @@ class ProcessGroup::Impl {
         busy_ = true;
         run_here = true;
       } else {
+        state = std::make_shared<WorkState>();
         queue_.push_back([this, args, state] { Execute(args, *state); });
       }
     }
     if (run_here) {
-      Execute(args, *state);
+      // Done when it returns: a completed Work, without the shared state a worker would signal.
+      const auto start = Clock::now();
+      entered_seq_.store(seq, std::memory_order_relaxed);
+      Status s = RunChecked(args);
+      const auto duration = Clock::now() - start;
+      bool queued;
       {
         std::lock_guard<std::mutex> lock(mu_);
         busy_ = false;
-        if (queue_.empty()) return std::unique_ptr<Work>(new HostWork(std::move(state), seq));
+        queued = !queue_.empty();
       }
+      if (queued) cv_.notify_all();
+      return CompletedWork(std::move(s), seq, duration);
     }
     cv_.notify_all();
     return std::unique_ptr<Work>(new HostWork(std::move(state), seq));
