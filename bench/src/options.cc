@@ -139,9 +139,9 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   app.add_option("collective", collective, "allreduce, allgather, reduce_scatter, broadcast, reduce, "
                                            "alltoall or sendrecv")
       ->capture_default_str();
-  app.add_option("-B,--backend", backend, "process-group backend (gloo, mpi, nccl, auto)")->capture_default_str();
+  app.add_option("-B,--backend", backend, "process-group backend (auto, host, gloo, mpi, nccl)")->capture_default_str();
   app.add_option("--compare", compare, "comma-separated backends run over the same sweep; prints ratios");
-  app.add_option("--raw", o.raw, "also run the library directly (mpi, gloo) to measure wrapper overhead");
+  app.add_option("--raw", o.raw, "also run the library directly (mpi, gloo; host: commkit's engine without ProcessGroup) to measure wrapper overhead");
   app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", maxb, "largest size")->capture_default_str();
   app.add_option("-f,--stepfactor", o.step_factor, "multiply the size by this")->capture_default_str();
@@ -193,8 +193,8 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   } else {
     o.backends = {backend};
   }
-  if (!o.raw.empty() && o.raw != "mpi" && o.raw != "gloo") {
-    return Status::InvalidArgument(StrCat("commkit-bench: --raw '", o.raw, "': choose mpi or gloo"));
+  if (!o.raw.empty() && o.raw != "mpi" && o.raw != "gloo" && o.raw != "host") {
+    return Status::InvalidArgument(StrCat("commkit-bench: --raw '", o.raw, "': choose mpi, gloo or host"));
   }
   COMMKIT_ASSIGN_OR_RETURN(o.min_bytes, ParseSize(minb));
   COMMKIT_ASSIGN_OR_RETURN(o.max_bytes, ParseSize(maxb));

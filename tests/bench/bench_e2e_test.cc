@@ -71,14 +71,31 @@ TEST(BenchE2E, LocalThreadsTableAndJson) {
   }
 }
 
-// The raw-gloo rows of a JSON-lines run; every row (wrapper or raw) must have #wrong == 0.
-int RawGlooRows(const std::string& output) {
+// The rows of a JSON-lines run whose backend is `label`; every row (wrapper or raw) must have #wrong == 0.
+int RawRows(const std::string& output, const std::string& label) {
   int raw_rows = 0;
   for (const auto& j : JsonRows(output)) {
     EXPECT_EQ(j["wrong"], 0) << j.dump();
-    if (j["backend"] == "raw-gloo") ++raw_rows;
+    if (j["backend"] == label) ++raw_rows;
   }
   return raw_rows;
+}
+int RawGlooRows(const std::string& output) { return RawRows(output, "raw-gloo"); }
+
+// commkit's host engine without ProcessGroup, next to the wrapped host backend: every collective but
+// sendrecv (which needs two threads), verified the same way.
+TEST(BenchE2E, RawHostEngineSideBySide) {
+  for (const char* coll : {"allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "alltoall"}) {
+    SCOPED_TRACE(coll);
+    auto r = RunCommand(Bench() + " " + coll + " --local 3 -B host --raw host -b 64 -e 256K -f 64 -w 1 -n 2 "
+                        "--predict off --format json 2>&1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_GE(RawRows(r.output, "raw-host"), 3) << r.output;  // 64 B, 4 KiB, 256 KiB (x placements)
+    EXPECT_GE(RawRows(r.output, "host"), 3) << r.output;
+  }
+  auto r = RunCommand(Bench() + " sendrecv --local 2 -B host --raw host -b 64 -e 64 -w 1 -n 1 2>&1");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("--raw host has no sendrecv"), std::string::npos) << r.output;
 }
 
 TEST(BenchE2E, RawGlooBaselineSideBySide) {

@@ -5,7 +5,7 @@
 namespace commkit::bench {
 
 std::vector<std::string> RawLibraries() {
-  std::vector<std::string> libs;
+  std::vector<std::string> libs{"host"};
 #if defined(COMMKIT_BENCH_RAW_MPI)
   libs.emplace_back("mpi");
 #endif
@@ -25,6 +25,7 @@ void AbortMpiOnError(int code) {
 
 Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
                                                          int nranks, std::shared_ptr<Store> store) {
+  if (lib == "host") return raw::MakeHost(options, rank, nranks, std::move(store));
 #if defined(COMMKIT_BENCH_RAW_MPI)
   if (lib == "mpi") return raw::MakeMpi(options, rank, nranks);
 #endif

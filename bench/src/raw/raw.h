@@ -8,6 +8,9 @@ namespace commkit::bench::raw {
 Result<std::unique_ptr<RawCollective>> MakeMpi(const BenchOptions& options, int rank, int nranks);
 // MPI_Abort when MPI is initialised and not finalised (see AbortMpiOnError).
 void AbortMpi(int code);
+// commkit's host backend through Backend::Run, without ProcessGroup (always built).
+Result<std::unique_ptr<RawCollective>> MakeHost(const BenchOptions& options, int rank, int nranks,
+                                                std::shared_ptr<commkit::Store> store);
 Result<std::unique_ptr<RawCollective>> MakeGloo(const BenchOptions& options, int rank, int nranks,
                                                 std::shared_ptr<commkit::Store> store);
 
