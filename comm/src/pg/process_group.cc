@@ -220,7 +220,8 @@ class ProcessGroup::Impl {
     args.memory = opts.memory.value_or(options_.memory);
     args.stream = opts.stream;
     args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
-    COMMKIT_RETURN_IF_ERROR(ValidateArgs(args, rank_, size_).WithContext(Who()));
+    // (Who() formats a string: only on the error path.)
+    if (Status invalid = ValidateArgs(args, rank_, size_); !invalid.ok()) return invalid.WithContext(Who());
     if (!backend_->Supports(args.kind, args.dtype, args.memory, args.op.kind))
       return Status::NotSupported(StrCat(Who(), ": backend ", backend_->Name(), " does not support ", ToString(args.kind),
                                          " of ", ToString(args.dtype), IsReduction(args.kind) ? StrCat(" with ", args.op.ToString()) : "",
