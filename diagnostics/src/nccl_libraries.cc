@@ -26,10 +26,19 @@ constexpr const char* kOtherDirs[] = {
     "/usr/local/cuda/lib64", "/usr/local/nccl/lib", "/opt/nccl/lib",
     "/opt/amazon/ofi-nccl/lib", "/opt/amazon/ofi-nccl/lib64", "/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu",
     "/opt/amazon/ofi-nccl/lib/aarch64-linux-gnu", "/opt/aws-ofi-nccl/lib", "/opt/hpcx/ncclnet_plugin/lib"};
-// glibc's built-in system dirs: Debian/Ubuntu's multiarch dirs, then /lib and /usr/lib; /lib64 and
-// /usr/lib64 on RHEL-like systems. Those that do not exist on a host cost nothing.
-constexpr const char* kDefaultLoaderDirs[] = {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
-                                              "/usr/lib/aarch64-linux-gnu", "/lib", "/usr/lib", "/lib64", "/usr/lib64"};
+// glibc's built-in system dirs: Debian/Ubuntu's multiarch dirs of this machine's architecture (another
+// architecture's, present for cross or foreign-arch packages, are not searched), then /lib and
+// /usr/lib; /lib64 and /usr/lib64 on RHEL-like systems. Those that do not exist on a host cost nothing.
+#if defined(__aarch64__)
+#define COMMKIT_MULTIARCH "aarch64-linux-gnu"
+#elif defined(__powerpc64__)
+#define COMMKIT_MULTIARCH "powerpc64le-linux-gnu"
+#else
+#define COMMKIT_MULTIARCH "x86_64-linux-gnu"
+#endif
+constexpr const char* kDefaultLoaderDirs[] = {"/lib/" COMMKIT_MULTIARCH, "/usr/lib/" COMMKIT_MULTIARCH, "/lib", "/usr/lib",
+                                              "/lib64", "/usr/lib64"};
+#undef COMMKIT_MULTIARCH
 
 std::string Base(const std::string& path) { return path.substr(path.rfind('/') + 1); }
 std::string DirOf(const std::string& path) {
