@@ -284,8 +284,7 @@ class ProcessGroup::Impl {
     if (run_here) {
       // Done when it returns: a completed Work, without the shared state a worker would signal.
       const auto start = Clock::now();
-      entered_seq_.store(seq, std::memory_order_relaxed);
-      Status s = RunChecked(args);
+      Status s = Enter(args);
       const auto duration = Clock::now() - start;
       bool queued;
       {
@@ -313,8 +312,7 @@ class ProcessGroup::Impl {
       std::lock_guard<std::mutex> lock(state.mu);
       state.start = Clock::now();
     }
-    if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) entered_seq_.store(args.sequence);
-    Status s = RunChecked(args);
+    Status s = Enter(args);
     {
       std::lock_guard<std::mutex> lock(state.mu);
       state.status = s;
@@ -322,6 +320,13 @@ class ProcessGroup::Impl {
       state.done = true;
     }
     state.cv.notify_all();
+  }
+
+  // Runs one operation on this thread (a worker's or an inline caller's); collectives first record
+  // that this rank entered them, for the progress heartbeat.
+  Status Enter(const CollectiveArgs& args) {
+    if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) entered_seq_.store(args.sequence);
+    return RunChecked(args);
   }
 
   std::string OpName(const CollectiveArgs& args) const { return StrCat(ToString(args.kind), " #", args.sequence); }

@@ -538,14 +538,11 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   for (const auto& h : hosts) most = std::max(most, h.size());
   PlanRemoteAllreduce(*remote, algorithm.value_or("auto"), static_cast<int>(hosts.size()), static_cast<int>(most));
   if (context.rank == 0) {
-    using Algo = host::RemoteAlgorithms::AllreduceAlgorithm;
     bool any_hierarchical = false;
     for (const auto& range : remote->allreduce.ranges) any_hierarchical |= range.second == AllreducePlan::kHierarchical;
     const std::string between =
         any_hierarchical ? StrCat("; between the ", hosts.size(), " hosts' leaders: ",
-                                  remote->between_leaders.Describe([](Algo a) {
-                                    return a == Algo::kHalvingDoubling ? "halving_doubling" : "ring";
-                                  }))
+                                  remote->between_leaders.Describe(host::RemoteAlgorithms::Name))
                          : "";
     COMMKIT_LOG_INFO(who, ": ", context.size, " ranks on ", hosts.size(), " hosts (shared memory within, UCX between); "
                      "all-reduce: ", remote->allreduce.Describe(PlanName), between, " (COMMKIT_HOST_ALGORITHM=",

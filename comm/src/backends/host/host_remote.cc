@@ -29,6 +29,11 @@ Op RecvOp(int peer, void* out, std::size_t bytes) {
   return op;
 }
 
+// memcpy for ranges that may be empty: an empty block's pointer may be null (zero-size collectives).
+void CopyBytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0) std::memcpy(dst, src, bytes);
+}
+
 // Byte offsets of `parts` near-equal blocks of `count` elements.
 std::vector<std::size_t> EvenOffsets(std::size_t count, std::size_t parts, std::size_t esize) {
   std::vector<std::size_t> off(parts + 1);
@@ -206,7 +211,7 @@ Status RemoteAlgorithms::Alltoall(const CollectiveArgs& a, const std::vector<std
   if (send_counts[r] != recv_counts[r])
     return Status::InvalidArgument(StrCat("alltoallv: rank ", r, " sends ", send_counts[r], " elements to itself but expects ",
                                           recv_counts[r]));
-  if (soff[r + 1] > soff[r]) std::memcpy(recv + roff[r], send + soff[r], soff[r + 1] - soff[r]);
+  CopyBytes(recv + roff[r], send + soff[r], soff[r + 1] - soff[r]);
   for (int s = 1; s < p; ++s) {
     const int to = (r + s) % p, from = (r - s + p) % p;
     std::vector<Op> ops{SendOp(to, send + soff[to], soff[to + 1] - soff[to]),
@@ -234,7 +239,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d, AllreduceAlgor
         out = staging_.data();
       }
       const auto* in = send ? send : recv;
-      if (n > 0 && in != out) std::memcpy(out, in, n * e);
+      if (in != out) CopyBytes(out, in, n * e);
       if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, out, n, a.op.scalar);
       COMMKIT_RETURN_IF_ERROR(Allreduce(allreduce, a, out, n, plain, all, d));
       if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, out, n, p);
@@ -244,7 +249,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d, AllreduceAlgor
     case CollectiveKind::kAllgather:
     case CollectiveKind::kAllgatherv: {
       auto off = a.kind == CollectiveKind::kAllgatherv ? CountOffsets(a.counts, e) : EvenOffsets(n * p, p, e);
-      if (send && send != recv + off[r] && off[r + 1] > off[r]) std::memcpy(recv + off[r], send, off[r + 1] - off[r]);
+      if (send && send != recv + off[r]) CopyBytes(recv + off[r], send, off[r + 1] - off[r]);
       return RingAllgather(a, recv, off, all, 0, d);
     }
     case CollectiveKind::kReduceScatter:
@@ -253,7 +258,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d, AllreduceAlgor
       std::vector<std::uint8_t> work(send, send + off[p]);
       if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, work.data(), off[p] / e, a.op.scalar);
       COMMKIT_RETURN_IF_ERROR(RingReduceScatter(a, work.data(), off, plain, all, 0, d));
-      if (off[r + 1] > off[r]) std::memcpy(recv, work.data() + off[r], off[r + 1] - off[r]);
+      CopyBytes(recv, work.data() + off[r], off[r + 1] - off[r]);
       if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, recv, (off[r + 1] - off[r]) / e, p);
       return Status::Ok();
     }
@@ -267,7 +272,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d, AllreduceAlgor
       if (r == a.root) {
         for (int q = 0; q < p; ++q)
           if (q != r) ops.push_back(RecvOp(q, recv + q * n * e, n * e));
-        if (send && send != recv + r * n * e && n > 0) std::memcpy(recv + r * n * e, send, n * e);
+        if (send && send != recv + r * n * e) CopyBytes(recv + r * n * e, send, n * e);
       } else {
         ops.push_back(SendOp(a.root, send, n * e));
       }
@@ -278,7 +283,7 @@ Status RemoteAlgorithms::Run(const CollectiveArgs& a, Deadline d, AllreduceAlgor
       if (r == a.root) {
         for (int q = 0; q < p; ++q)
           if (q != r) ops.push_back(SendOp(q, send + q * n * e, n * e));
-        if (recv != send + r * n * e && n > 0) std::memcpy(recv, send + r * n * e, n * e);
+        if (recv != send + r * n * e) CopyBytes(recv, send + r * n * e, n * e);
       } else {
         ops.push_back(RecvOp(a.root, recv, n * e));
       }

@@ -3,6 +3,7 @@
 // scatter, dissemination barrier, and send/recv. Ranks are the group's ranks. Private to commkit::comm.
 #pragma once
 
+#include <string_view>
 #include <vector>
 
 #include "commkit/comm/backend.h"
@@ -16,6 +17,7 @@ class RemoteAlgorithms {
   explicit RemoteAlgorithms(UcxTransport& transport) : t_(transport) {}
 
   enum class AllreduceAlgorithm : std::uint8_t { kRing, kHalvingDoubling };
+  static std::string_view Name(AllreduceAlgorithm a) { return a == AllreduceAlgorithm::kHalvingDoubling ? "halving_doubling" : "ring"; }
 
   // Every collective of the API, flat over all ranks (all-reduce as `allreduce` says).
   Status Run(const CollectiveArgs& a, Deadline deadline, AllreduceAlgorithm allreduce = AllreduceAlgorithm::kRing);
