@@ -89,25 +89,6 @@ std::vector<std::string> LauncherWords(const LaunchInfo& info, bool as_root) {
 
 }  // namespace
 
-std::string ShellQuote(std::string_view word) {
-  if (word.empty()) return "''";
-  const bool safe = std::all_of(word.begin(), word.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
-  });
-  if (safe) return std::string(word);
-  std::string out = "'";
-  for (char c : word) {
-    if (c == '\'') {
-      out += "'\"'\"'";
-    } else {
-      out += c;
-    }
-  }
-  out += "'";
-  return out;
-}
-
 std::vector<std::pair<std::string, std::string>> TuningVariables(const EnvMap& env) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [name, value] : env) {  // EnvMap is ordered: sorted by name

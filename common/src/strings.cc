@@ -103,4 +103,23 @@ std::string HumanSeconds(double seconds) {
   return buf;
 }
 
+std::string ShellQuote(std::string_view word) {
+  if (word.empty()) return "''";
+  const bool safe = std::all_of(word.begin(), word.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("_@%+=:,./-").find(c) != std::string_view::npos;
+  });
+  if (safe) return std::string(word);
+  std::string out = "'";
+  for (char c : word) {
+    if (c == '\'') {
+      out += "'\"'\"'";
+    } else {
+      out += c;
+    }
+  }
+  out += "'";
+  return out;
+}
+
 }  // namespace commkit

@@ -18,12 +18,6 @@ bool IsArchive(const fs::path& p) {
   return EndsWith(s, ".tar.gz") || EndsWith(s, ".tgz");
 }
 
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
 Status RunTar(const std::string& args) {
   std::string cmd = "timeout 120 tar " + args + " 2>&1";
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -57,7 +51,7 @@ Result<Report> WriteSnapshot(const CheckRegistry& registry, const fs::path& out)
   Report report = RunChecks(registry, CheckContext{live}, Selection{});
   live->StopCapture();
   if (!temp.empty()) {
-    Status st = RunTar(StrCat("-czf ", Quote(fs::absolute(out).string()), " -C ", Quote(dir.string()), " ."));
+    Status st = RunTar(StrCat("-czf ", ShellQuote(fs::absolute(out).string()), " -C ", ShellQuote(dir.string()), " ."));
     std::error_code ec;
     fs::remove_all(temp, ec);
     COMMKIT_RETURN_IF_ERROR(st);
@@ -75,7 +69,7 @@ Result<std::unique_ptr<SnapshotView>> SnapshotView::Open(const fs::path& source)
   if (!fs::is_regular_file(source, ec))
     return Status::NotFound(StrCat("gpudoctor --from: '", source.string(), "' is neither a snapshot directory nor an archive"));
   COMMKIT_ASSIGN_OR_RETURN(snap->temp_, MakeTemp());
-  COMMKIT_RETURN_IF_ERROR(RunTar(StrCat("-xzf ", Quote(source.string()), " -C ", Quote(snap->temp_.string()))));
+  COMMKIT_RETURN_IF_ERROR(RunTar(StrCat("-xzf ", ShellQuote(source.string()), " -C ", ShellQuote(snap->temp_.string()))));
   snap->view_ = SystemView::Replay(snap->temp_);
   return snap;
 }

@@ -38,9 +38,7 @@ struct ReproduceInput {
   bool as_root = false;           // mpirun refuses root without --allow-run-as-root
 };
 
-// POSIX shell quoting, as Python's shlex.quote: unchanged when only [A-Za-z0-9_@%+=:,./-], '' when
-// empty, else single-quoted with ' written as '"'"'.
-std::string ShellQuote(std::string_view word);
+// Words are quoted with commkit::ShellQuote (commkit/common/strings.h).
 
 // The result-relevant variables of `env` (see above), sorted by name.
 std::vector<std::pair<std::string, std::string>> TuningVariables(const EnvMap& env);

@@ -29,6 +29,10 @@ std::string ToLower(std::string_view text);
 std::optional<std::int64_t> ParseInt(std::string_view text);
 std::optional<double> ParseDouble(std::string_view text);
 
+// POSIX shell quoting, as Python's shlex.quote: unchanged when only [A-Za-z0-9_@%+=:,./-], '' when
+// empty, else single-quoted with ' written as '"'"'.
+std::string ShellQuote(std::string_view word);
+
 // "1.5 GiB", "512 KiB", "17 B"
 std::string HumanBytes(double bytes);
 // "250 ms", "30 s", "1.2 us"
