@@ -268,7 +268,7 @@ TEST(CommkitRun, AFailureOnOneNodeStopsEveryNode) {
   auto start = std::chrono::steady_clock::now();
   std::string cmd = "COMMKIT_STORE_TOKEN=t " + RunBin() + " --node-rank 0" + common + prog + " > " + n0 +
                     " 2>&1 & p0=$!; COMMKIT_STORE_TOKEN=t " + RunBin() + " --node-rank 1" + common + prog +
-                    "; rc1=$?; wait $p0; rc0=$?; echo rc0=$rc0 rc1=$rc1; cat " + n0;
+                    " 2>&1; rc1=$?; wait $p0; rc0=$?; echo rc0=$rc0 rc1=$rc1; cat " + n0;
   auto r = RunCommand(cmd);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
   EXPECT_NE(r.output.find("rc0=3 rc1=3"), std::string::npos) << r.output;

@@ -222,7 +222,9 @@ Status TorchStyle(Reader& r, LaunchInfo& info) {
   COMMKIT_ASSIGN_OR_RETURN(bool has_node, r.FirstInt({"NODE_RANK", "GROUP_RANK", "PET_NODE_RANK"}, info.node_rank, 0, kMaxRanks));
   int nnodes = 0;
   COMMKIT_ASSIGN_OR_RETURN(bool has_nnodes, r.FirstInt({"NNODES", "GROUP_WORLD_SIZE", "AZUREML_NODE_COUNT"}, nnodes, 1, kMaxRanks));
-  if (!has_nnodes) COMMKIT_ASSIGN_OR_RETURN(has_nnodes, KubeflowNodes(r, nnodes));
+  if (!has_nnodes) {
+    COMMKIT_ASSIGN_OR_RETURN(has_nnodes, KubeflowNodes(r, nnodes));
+  }
   if (!has_nnodes) {
     if (auto n = AzureNodeListCount(r)) {
       nnodes = *n;

@@ -231,6 +231,7 @@ void TcpStoreServer::Impl::Accept() {
 void TcpStoreServer::Impl::Close(int fd) {
   auto it = conns_.find(fd);
   if (it == conns_.end()) return;
+  if (fd == privileged_fd_) privileged_fd_ = -1;
   if (it->second.pending) Unwatch(fd, it->second.pending->keys);
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   ::close(fd);
@@ -248,12 +249,15 @@ bool TcpStoreServer::Impl::OnReadable(int fd, Conn& conn) {
     std::size_t conn_room = options_.max_connection_pending_bytes + 16 > conn.in.size()
                                 ? options_.max_connection_pending_bytes + 16 - conn.in.size()
                                 : 0;
-    std::size_t total_room = options_.max_pending_bytes > pending_bytes_ ? options_.max_pending_bytes - pending_bytes_ : 0;
+    std::size_t total_room = fd == privileged_fd_ ? kReadChunk
+                             : options_.max_pending_bytes > pending_bytes_ ? options_.max_pending_bytes - pending_bytes_
+                                                                           : 0;
     std::size_t always = conn.in.size() < kReadChunk ? kReadChunk - conn.in.size() : 0;
     std::size_t room = std::min({kReadChunk, conn_room, std::max(total_room, always)});
     if (room == 0) {
       if (conn.in.size() > options_.max_connection_pending_bytes) break;  // the frame check below rejects it
       conn.read_paused = true;
+      conn.paused_at = Clock::now();
       ModFd(fd, Events(conn));
       Count([](Stats& s) { ++s.reads_paused; });
       break;
@@ -292,6 +296,27 @@ void TcpStoreServer::Impl::EnforceLimits(Clock::time_point now, std::vector<int>
   std::size_t total = 0;
   for (auto& [fd, conn] : conns_) total += conn.in.size();
   pending_bytes_ = total;
+  if (privileged_fd_ >= 0) {
+    auto it = conns_.find(privileged_fd_);
+    if (it == conns_.end() || it->second.in.empty()) privileged_fd_ = -1;
+  }
+  if (privileged_fd_ < 0 && pending_bytes_ >= options_.max_pending_bytes) {
+    int oldest = -1;
+    Conn* oldest_conn = nullptr;
+    for (auto& [fd, conn] : conns_) {
+      if (!conn.read_paused || conn.closing) continue;
+      if (oldest_conn == nullptr || conn.paused_at < oldest_conn->paused_at) {
+        oldest = fd;
+        oldest_conn = &conn;
+      }
+    }
+    if (oldest_conn != nullptr) {
+      privileged_fd_ = oldest;
+      oldest_conn->read_paused = false;
+      oldest_conn->last_rx = now;
+      ModFd(oldest, Events(*oldest_conn));
+    }
+  }
   for (auto& [fd, conn] : conns_) {
     if (conn.closing || !conn.greeted) continue;
     if (conn.read_paused) {

@@ -43,6 +43,7 @@ class TcpStoreServer::Impl {
     bool greeted = false;
     bool closing = false;  // close once the output buffer drains
     bool read_paused = false;  // by the memory cap, not the client's doing
+    Clock::time_point paused_at;
     Clock::time_point opened;
     Clock::time_point last_rx;        // last byte received
     Clock::time_point last_activity;  // last byte received or reply queued
@@ -113,6 +114,10 @@ class TcpStoreServer::Impl {
   std::map<std::string, std::string, std::less<>> data_;
   std::unordered_map<std::string, std::set<int>> watchers_;
   std::size_t pending_bytes_ = 0;  // sum of conns_' input buffers (recounted every iteration)
+  // While the cap is reached, one paused connection at a time (the longest paused) may read past it,
+  // so its request completes or stalls (and is dropped): paused connections can never hold the
+  // memory among themselves for ever. Peak: cap + one frame + 64 KiB per connection.
+  int privileged_fd_ = -1;
   mutable std::mutex stats_mu_;
   TcpStoreServer::Stats stats_;
 };
