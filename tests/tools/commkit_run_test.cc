@@ -191,7 +191,7 @@ TEST(CommkitRun, MultiNodeWithoutATokenWarns) {
   ASSERT_EQ(port_probe.exit_code, 0) << port_probe.output;
   std::string port = std::string(port_probe.output.substr(0, port_probe.output.find('\n')));
   auto r = RunCommand("env -u COMMKIT_STORE_TOKEN " + RunBin() + " --nnodes 2 --node-rank 0 --master-port " + port +
-                      " -n 1 -- sh -c 'echo token=${COMMKIT_STORE_TOKEN:-none}'");
+                      " --exit-barrier-timeout 0.5 -n 1 -- sh -c 'echo token=${COMMKIT_STORE_TOKEN:-none}'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("COMMKIT_STORE_TOKEN is not set"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[0] token=none"), std::string::npos) << r.output;

@@ -97,6 +97,10 @@ void FailureBoard::WaitForNodes(std::chrono::milliseconds timeout) {
   if (!hosting() || options_.nnodes <= 1) return;
   std::vector<std::string> keys;
   for (int n = 0; n < options_.nnodes; ++n) keys.push_back(StrCat("commkit-run/node/", n, "/done"));
+  auto all = store_->Check(keys);
+  if (all.ok() && *all) return;
+  std::fprintf(stderr, "commkit-run: node 0: keeping the job's store up for up to %.0f s until every node is done "
+                       "(--exit-barrier-timeout)\n", timeout.count() / 1000.0);
   Status s = store_->Wait(keys, timeout);
   if (!s.ok())
     std::fprintf(stderr, "commkit-run: node 0: stopping the job's store although not every node finished: %s\n",
