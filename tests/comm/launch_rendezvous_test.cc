@@ -215,5 +215,17 @@ TEST(LaunchRendezvous, DifferentRunIdsShareAFileStoreWithoutMixing) {
   }
 }
 
+TEST(LaunchRendezvous, OpenMpiRankZeroAwayFromMpirunsHostIsAClearError) {
+  // 192.0.2.1 (TEST-NET-1) is nobody's address: rank 0 cannot be on that "mpirun host".
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}, {"OMPI_MCA_orte_hnp_uri", "1.0;tcp://192.0.2.1:41923"}};
+  RendezvousOptions o;
+  o.timeout = 2s;
+  auto r = RendezvousFromEnvironment(env, o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("rank 0 is not on mpirun's host 192.0.2.1"), std::string::npos)
+      << r.status().ToString();
+}
+
 }  // namespace
 }  // namespace commkit

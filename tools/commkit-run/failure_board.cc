@@ -41,7 +41,7 @@ Result<std::unique_ptr<FailureBoard>> FailureBoard::Open(const BoardOptions& o) 
     COMMKIT_ASSIGN_OR_RETURN(store, TcpStore::Create(t));
   } else {
     JobStoreOptions j;
-    j.host = o.master_addr;
+    j.host = o.host ? "127.0.0.1" : o.master_addr;  // node 0 checks its own server on loopback
     j.ports = StorePortCandidates(o.master_port, {});
     j.is_server = o.host;
     j.bind_host = o.nnodes > 1 ? "0.0.0.0" : "127.0.0.1";

@@ -50,7 +50,7 @@ Result<std::unique_ptr<TcpStore>> OpenJobTcpStore(const JobStoreOptions& o) {
   if (o.is_server) {
     for (int port : o.ports) {
       TcpStoreOptions t;
-      t.host = o.bind_host == "0.0.0.0" || o.bind_host == "::" ? "127.0.0.1" : o.bind_host;
+      t.host = o.host.empty() ? "127.0.0.1" : o.host;  // the first client call checks the server answers there
       t.port = port;
       t.token = o.token;
       t.is_server = true;

@@ -49,7 +49,7 @@ Result<Rendezvous> RendezvousFromEnvironment(const RendezvousOptions& options = 
 std::vector<int> StorePortCandidates(int master_port, const EnvMap& env);
 
 struct JobStoreOptions {
-  std::string host;                  // where the server is (clients)
+  std::string host;                  // where the server is (clients; the server checks itself there, "" = loopback)
   std::vector<int> ports;            // StorePortCandidates
   bool is_server = false;            // bind the first free candidate (rank 0, or commkit-run on node 0)
   std::string bind_host = "0.0.0.0";
