@@ -291,5 +291,66 @@ TEST(EtcdStore, FallsBackToTheV3betaGatewayOfEtcd33) {
   EXPECT_NE((*store)->Describe().find("gateway /v3beta/"), std::string::npos) << (*store)->Describe();
 }
 
+
+// A second run on the same prefix (no job id: "run-default") used to pass rendezvous on the first
+// run's keys with ranks missing, then hang.
+TEST(EtcdStore, AReusedPrefixNeverPassesOnAPreviousRunsKeys) {
+  auto& server = EtcdServer::Get();
+  if (!server.running()) GTEST_SKIP() << server.why_not();
+  std::string url = "etcd://127.0.0.1:" + std::to_string(server.port()) + "/reuse-" + std::to_string(::getpid());
+  auto env = [&](int rank) {
+    return EnvMap{{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"COMMKIT_STORE", url}};
+  };
+  auto run = [&](std::vector<int> ranks, std::chrono::milliseconds timeout) {
+    std::vector<std::thread> threads;
+    std::vector<Result<Rendezvous>> out(ranks.size(), Status::Internal("not run"));
+    for (std::size_t i = 0; i < ranks.size(); ++i)
+      threads.emplace_back([&, i] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200) * static_cast<int>(i));
+        RendezvousOptions ro;
+        ro.timeout = timeout;
+        out[i] = RendezvousFromEnvironment(env(ranks[i]), ro);
+      });
+    for (auto& t : threads) t.join();
+    return out;
+  };
+  for (auto& r : run({0, 1}, 20s)) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->generation, 1);
+  }
+  auto alone = run({1}, 1500ms);
+  ASSERT_FALSE(alone[0].ok()) << "passed on the previous run's keys";
+  EXPECT_NE(alone[0].status().message().find("previous run"), std::string::npos) << alone[0].status().ToString();
+  for (auto& r : run({1, 0}, 20s)) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->generation, 2);
+  }
+}
+
+TEST(EtcdStore, KeysUnderALeaseOutliveTheirTtlOnlyWhileTheClientLives) {
+  auto& server = EtcdServer::Get();
+  if (!server.running()) GTEST_SKIP() << server.why_not();
+  EtcdStoreOptions o;
+  o.port = server.port();
+  o.prefix = "lease-" + std::to_string(::getpid()) + "/";
+  o.lease_ttl = 3s;
+  auto leased = EtcdStore::Connect(o);
+  ASSERT_TRUE(leased.ok()) << leased.status().ToString();
+  EXPECT_NE((*leased)->lease(), 0);
+  COMMKIT_ASSERT_OK((*leased)->Set("k", "v"));
+  o.lease_ttl = 0s;
+  auto reader = EtcdStore::Connect(o);
+  ASSERT_TRUE(reader.ok());
+  std::this_thread::sleep_for(5s);  // past the TTL: the keep-alive holds it
+  EXPECT_TRUE(*(*reader)->Check({"k"}));
+  leased->reset();  // the client is gone: no more renewals
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = !*(*reader)->Check({"k"});
+    if (!gone) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(gone) << "the key outlived its lease";
+}
+
 }  // namespace
 }  // namespace commkit::testing

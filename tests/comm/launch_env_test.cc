@@ -5,6 +5,8 @@
 #include <random>
 
 #include "commkit/comm/hostlist.h"
+#include "commkit/comm/rendezvous.h"
+#include "commkit/common/strings.h"
 
 namespace commkit {
 namespace {
@@ -240,6 +242,108 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
     EXPECT_NE(info.status().message().find(c.expected), std::string::npos)
         << "expected '" << c.expected << "' in: " << info.status().message();
   }
+}
+
+
+TEST(LaunchEnv, AzureMlPytorchDistributionCountsNodesFromTheLauncher) {
+  // Azure ML's PyTorch distribution: RANK, WORLD_SIZE, NODE_RANK, LOCAL_RANK, no LOCAL_WORLD_SIZE.
+  EnvMap node1{{"RANK", "9"},  {"WORLD_SIZE", "16"}, {"NODE_RANK", "1"},          {"LOCAL_RANK", "1"},
+               {"MASTER_ADDR", "10.0.0.4"}, {"MASTER_PORT", "6105"}, {"AZUREML_RUN_ID", "run9"},
+               {"AZUREML_NODE_COUNT", "2"}};
+  auto info = DetectLaunchEnvironment(node1);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kAzureML);
+  EXPECT_EQ(info->Describe(), "azureml: rank 9/16 (local 1/8, node 1/2), master 10.0.0.4:6105, job run9");
+  EXPECT_EQ(info->run_id, "azureml:run9");
+  // Node 0 used to believe it was alone (node count = NODE_RANK + 1).
+  EnvMap node0 = node1;
+  node0["RANK"] = "1";
+  node0["NODE_RANK"] = "0";
+  info = DetectLaunchEnvironment(node0);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->num_nodes, 2);
+  EXPECT_EQ(info->local_world_size, 8);
+  // Without AZUREML_NODE_COUNT: node 1 solves RANK = NODE_RANK * L + LOCAL_RANK; node 0 cannot know.
+  node1.erase("AZUREML_NODE_COUNT");
+  node0.erase("AZUREML_NODE_COUNT");
+  EXPECT_EQ(DetectLaunchEnvironment(node1)->num_nodes, 2);
+  info = DetectLaunchEnvironment(node0);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->num_nodes, 0) << "unknown, not 1";
+  EXPECT_NE(info->Describe().find("node 0/?"), std::string::npos) << info->Describe();
+  // Azure Batch's node list counts the nodes too.
+  node0["AZ_BATCH_NODE_LIST"] = "10.0.0.4;10.0.0.5";
+  EXPECT_EQ(DetectLaunchEnvironment(node0)->num_nodes, 2);
+}
+
+TEST(LaunchEnv, KubeflowPetVariablesGiveTheNode) {
+  // A classic PyTorchJob pod: one process per pod, WORLD_SIZE = pods, RANK = pod index.
+  EnvMap env{{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"PET_NNODES", "2"}, {"MASTER_ADDR", "mnist-master-0"},
+             {"MASTER_PORT", "23456"}, {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kKubeflow);
+  EXPECT_EQ(info->node_rank, 1) << info->Describe();
+  EXPECT_EQ(info->num_nodes, 2);
+  EXPECT_EQ(info->local_world_size, 1);
+  EXPECT_EQ(info->run_id, "kubeflow:mnist");
+  // PET_NPROC_PER_NODE states the per-node count; an elastic PET_NNODES range is not a count.
+  EnvMap elastic{{"RANK", "5"}, {"WORLD_SIZE", "8"}, {"PET_NNODES", "1:4"}, {"PET_NPROC_PER_NODE", "4"},
+                 {"MASTER_ADDR", "job-master-0"}, {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+  info = DetectLaunchEnvironment(elastic);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->local_world_size, 4);
+  EXPECT_EQ(info->node_rank, 1);
+  EXPECT_EQ(info->num_nodes, 2);
+  elastic["PET_NNODES"] = "4:1";
+  EXPECT_FALSE(DetectLaunchEnvironment(elastic).ok());
+}
+
+TEST(LaunchEnv, TorchDistributorTorchrunRunIdsAndTheAgentStore) {
+  // Spark's TorchDistributor runs torchrun: default rdzv id "none", restarts keep the id.
+  EnvMap env{{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+             {"GROUP_RANK", "1"}, {"MASTER_ADDR", "10.1.0.2"}, {"MASTER_PORT", "29500"},
+             {"TORCHELASTIC_RUN_ID", "none"}, {"TORCHELASTIC_RESTART_COUNT", "0"},
+             {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->launcher, Launcher::kTorchrun);
+  EXPECT_EQ(info->run_id, "") << "'none' names no run";
+  // torchrun's agent serves MASTER_PORT: commkit's store starts on the next port, on every rank.
+  auto ports = StorePortCandidates(info->master_port, env);
+  ASSERT_EQ(ports.size(), 8u);
+  EXPECT_EQ(ports.front(), 29501);
+  env.erase("TORCHELASTIC_USE_AGENT_STORE");
+  EXPECT_EQ(StorePortCandidates(29500, env).front(), 29500);
+  EXPECT_EQ(StorePortCandidates(65533, env).size(), 3u) << "never past 65535";
+  env["TORCHELASTIC_RUN_ID"] = "job7";
+  EXPECT_EQ(DetectLaunchEnvironment(env)->run_id, "torchelastic:job7:0");
+  env["TORCHELASTIC_RESTART_COUNT"] = "1";
+  EXPECT_EQ(DetectLaunchEnvironment(env)->run_id, "torchelastic:job7:1") << "a restart is a new run";
+}
+
+TEST(LaunchEnv, RunIdsFromOtherLaunchers) {
+  EnvMap slurm{{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_STEP_ID", "3"}, {"SLURM_JOB_ID", "42"}};
+  EXPECT_EQ(DetectLaunchEnvironment(slurm)->run_id, "slurm:42.3");
+  EnvMap ompi{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_MCA_ess_base_jobid", "77"}};
+  EXPECT_EQ(DetectLaunchEnvironment(ompi)->run_id, "ompi:77");
+  EnvMap run{{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"COMMKIT_LAUNCHER", "commkit-run"}, {"COMMKIT_STORE_TOKEN", "s3cret"}};
+  auto info = DetectLaunchEnvironment(run);
+  ASSERT_TRUE(StartsWith(info->run_id, "token:")) << info->run_id;
+  EXPECT_EQ(info->run_id.find("s3cret"), std::string::npos) << "the secret stays out of key names";
+  run["COMMKIT_RUN_ID"] = "mine";
+  EXPECT_EQ(DetectLaunchEnvironment(run)->run_id, "mine");
+}
+
+TEST(LaunchEnv, OpenMpiAcrossNodesUsesMpirunsHost) {
+  EnvMap env{{"OMPI_COMM_WORLD_RANK", "5"}, {"OMPI_COMM_WORLD_SIZE", "8"}, {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+             {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}, {"OMPI_MCA_orte_hnp_uri", "3735552000.0;tcp://10.0.0.7,172.17.0.1:41923"}};
+  auto info = DetectLaunchEnvironment(env);
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->master_addr, "10.0.0.7");
+  EXPECT_TRUE(info->master_from_mpirun);
+  env["MASTER_ADDR"] = "head";
+  EXPECT_EQ(DetectLaunchEnvironment(env)->master_addr, "head") << "MASTER_ADDR wins";
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ class RawSocket {
   }
   ~RawSocket() { ::close(fd_); }
   bool connected() const { return connected_; }
-  void Send(const std::string& bytes) { (void)!::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  ssize_t Send(const std::string& bytes) { return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
   void CloseWrite() { ::shutdown(fd_, SHUT_WR); }
   // Up to n bytes (less if the server closes or 5 s pass without data).
   std::string ReadAtLeast(std::size_t n) {
@@ -399,6 +399,113 @@ TEST(TcpStore, ThousandClientsRendezvous) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(*clients[0]->Add("arrived", 0), kClients);
+}
+
+
+// Authenticated clients that send most of a large frame and stop used to hold up to 65 MiB each for
+// ever (1.3 GB with 20 clients). The server now caps the memory of partial frames (reading pauses
+// above it, one paused request at a time may pass it), drops stalled partial frames, and well-behaved
+// clients lose nothing meanwhile.
+TEST(TcpStore, HostilePartialFramesAreCappedAndDropped) {
+  TcpStoreServerOptions opts;
+  opts.host = "127.0.0.1";
+  opts.port = 0;
+  opts.token = "t";
+  opts.max_pending_bytes = 32u << 20;
+  opts.frame_timeout = 1s;
+  auto server = TcpStoreServer::Start(opts);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  int port = (*server)->port();
+  auto good = Connect(port, "t");
+  ASSERT_TRUE(good.ok());
+  COMMKIT_ASSERT_OK((*good)->Set("before", "1"));
+
+  constexpr int kHostile = 6;
+  constexpr std::size_t kSent = 16u << 20;  // of a frame announced as 60 MiB
+  std::vector<std::thread> hostile;
+  std::atomic<int> done_sending{0};
+  for (int i = 0; i < kHostile; ++i) {
+    hostile.emplace_back([&] {
+      RawSocket s(port);
+      if (!s.connected()) return;
+      std::uint32_t len = 60u << 20;
+      std::string start = Hello("t") + std::string(reinterpret_cast<const char*>(&len), 4) + std::string(1, '\x01');
+      s.Send(start);
+      std::string chunk(1u << 20, 'x');
+      // Blocks (5 s cap per send) while the server has paused reading; gives up on a short send.
+      for (std::size_t sent = 0; sent < kSent; sent += chunk.size())
+        if (s.Send(chunk) != static_cast<ssize_t>(chunk.size())) break;
+      ++done_sending;
+      s.ReadUntilClosed();  // the server drops the stalled frame
+    });
+  }
+  // Meanwhile a well-behaved client keeps working, and a 4 MiB value gets through eventually.
+  std::string big(4u << 20, 'b');
+  for (int i = 0; i < 20; ++i) {
+    COMMKIT_ASSERT_OK((*good)->Set("small" + std::to_string(i), std::to_string(i)));
+    std::this_thread::sleep_for(50ms);
+  }
+  COMMKIT_ASSERT_OK((*good)->Set("big", big));
+  for (auto& t : hostile) t.join();
+  auto st = (*server)->stats();
+  // At most the cap, plus the one request allowed past it at a time, plus 64 KiB per connection
+  // (without the cap: all 6 x 16 MiB).
+  EXPECT_LE(st.peak_pending_bytes, static_cast<std::int64_t>((32u << 20) + kSent + (kHostile + 2) * (64u << 10) + 64))
+      << "peak " << st.peak_pending_bytes;
+  EXPECT_GE(st.closed_stalled, kHostile);
+  EXPECT_GE(st.reads_paused, 1);
+  EXPECT_EQ(*(*good)->Get("big", 5s), big);
+  EXPECT_EQ(*(*good)->Get("small19", 1s), "19");
+  EXPECT_EQ(*(*good)->Get("before", 1s), "1");
+  // Memory is released once the hostile connections are gone.
+  for (int i = 0; i < 50 && (*server)->stats().pending_bytes > 0; ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ((*server)->stats().pending_bytes, 0);
+}
+
+TEST(TcpStore, IdleConnectionsAreClosedAndPooledClientsReconnect) {
+  TcpStoreServerOptions opts;
+  opts.host = "127.0.0.1";
+  opts.port = 0;
+  opts.token = "t";
+  opts.idle_timeout = 300ms;
+  auto server = TcpStoreServer::Start(opts);
+  ASSERT_TRUE(server.ok());
+  int port = (*server)->port();
+  RawSocket idle(port);
+  ASSERT_TRUE(idle.connected());
+  idle.Send(Hello("t"));
+  auto start = std::chrono::steady_clock::now();
+  std::string got = idle.ReadUntilClosed();  // handshake reply, then the server closes
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 4s);
+  EXPECT_GE((*server)->stats().closed_idle, 1);
+  // A client whose pooled connection was closed while idle does not notice.
+  auto c = Connect(port, "t");
+  ASSERT_TRUE(c.ok());
+  COMMKIT_ASSERT_OK((*c)->Set("k", "v"));
+  std::this_thread::sleep_for(1500ms);
+  auto v = (*c)->Get("k", 1s);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*v, "v");
+  // A parked wait is not idle: it outlives the idle timeout.
+  auto w = (*c)->Get("later", 2s);
+  EXPECT_EQ(w.status().code(), StatusCode::kTimeout) << w.status().ToString();
+}
+
+TEST(TcpStore, FramesOverThePerConnectionLimitAreRefused) {
+  TcpStoreServerOptions opts;
+  opts.host = "127.0.0.1";
+  opts.port = 0;
+  opts.max_connection_pending_bytes = 1u << 20;
+  auto server = TcpStoreServer::Start(opts);
+  ASSERT_TRUE(server.ok());
+  auto c = Connect((*server)->port(), "");
+  ASSERT_TRUE(c.ok());
+  COMMKIT_ASSERT_OK((*c)->Set("fits", std::string(512u << 10, 'a')));
+  Status s = (*c)->Set("too-big", std::string(2u << 20, 'a'));
+  EXPECT_FALSE(s.ok());
+  COMMKIT_ASSERT_OK((*c)->Set("after", "ok"));
+  EXPECT_EQ(*(*c)->Get("after", 1s), "ok");
+  EXPECT_GE((*server)->stats().protocol_errors, 1);
 }
 
 }  // namespace

@@ -191,10 +191,115 @@ TEST(CommkitRun, MultiNodeWithoutATokenWarns) {
   ASSERT_EQ(port_probe.exit_code, 0) << port_probe.output;
   std::string port = std::string(port_probe.output.substr(0, port_probe.output.find('\n')));
   auto r = RunCommand("env -u COMMKIT_STORE_TOKEN " + RunBin() + " --nnodes 2 --node-rank 0 --master-port " + port +
-                      " -n 1 -- sh -c 'echo token=${COMMKIT_STORE_TOKEN:-none}'");
+                      " --exit-barrier-timeout 0.5 -n 1 -- sh -c 'echo token=${COMMKIT_STORE_TOKEN:-none}'");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("COMMKIT_STORE_TOKEN is not set"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[0] token=none"), std::string::npos) << r.output;
+}
+
+
+// Was "rank 0 exited with code 1 first": the survivor that noticed its peer was gone got the blame.
+TEST(CommkitRun, ARankThatExitsZeroEarlyIsTheCulprit) {
+  auto r = RunCommand(RunBin() + " -n 4 --grace 0.2 -- sh -c 'if [ $RANK = 2 ]; then exit 0; fi; "
+                                 "if [ $RANK = 0 ]; then sleep 0.5; exit 1; fi; exec sleep 60'");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("commkit-run: rank 2 exited with code 0 first"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("then rank 0 exited with code 1"), std::string::npos) << r.output;
+}
+
+TEST(CommkitRun, AllRanksFinishingAtDifferentTimesIsSuccess) {
+  auto r = RunCommand(RunBin() + " -n 3 -- sh -c 'sleep 0.$RANK'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+// A library's signal handler (UCX's, PSM's) catches the SIGSEGV, prints it and exits 1: the launcher
+// names the signal, and exits like a rank killed by it.
+TEST(CommkitRun, ASignalCaughtByALibraryHandlerIsNamed) {
+  auto r = RunCommand(RunBin() + " -n 2 --grace 0.2 -- sh -c 'if [ $RANK = 1 ]; then echo \"[h:77:0:77] Caught "
+                                 "signal 11 (Segmentation fault: address not mapped to object at address (nil))\" >&2; "
+                                 "exit 1; fi; exec sleep 60'");
+  EXPECT_EQ(r.exit_code, 128 + 11) << r.output;
+  EXPECT_NE(r.output.find("rank 1 died of signal 11 (SIGSEGV"), std::string::npos) << r.output;
+}
+
+TEST(CommkitRun, LibrarySignalHandlersAreDisabledUnlessTheUserSetThem) {
+  auto r = RunCommand("env -u IPATH_NO_BACKTRACE -u UCX_ERROR_SIGNALS HFI_NO_BACKTRACE=0 " + RunBin() +
+                      " -n 1 -- sh -c 'echo ipath=$IPATH_NO_BACKTRACE hfi=$HFI_NO_BACKTRACE "
+                      "ucx=${UCX_ERROR_SIGNALS-unset} handle=${UCX_HANDLE_ERRORS-unset} hup=$UCX_DEBUG_SIGNO'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[0] ipath=1 hfi=0 ucx= handle= hup=0"), std::string::npos) << r.output;
+  auto kept = RunCommand("env -u IPATH_NO_BACKTRACE " + RunBin() +
+                         " --keep-library-signal-handlers -n 1 -- sh -c 'echo ipath=${IPATH_NO_BACKTRACE-unset}'");
+  EXPECT_NE(kept.output.find("[0] ipath=unset"), std::string::npos) << kept.output;
+}
+
+// Was: SIGKILL to commkit-run left its ranks running.
+TEST(CommkitRun, RanksDieWithTheLauncherEvenOnSigkill) {
+  testing::TempDir dir;
+  std::string pids = (dir.path() / "pids").string();
+  std::string cmd = ": > " + pids + "; " + RunBin() + " -n 2 -- sh -c 'echo $$ >> " + pids +
+                    "; exec sleep 60' & launcher=$!; i=0; while [ \"$(wc -l < " + pids +
+                    ")\" -lt 2 ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; kill -9 $launcher; "
+                    "wait $launcher 2>/dev/null; "
+                    // Alive = exists and is not a zombie; wait up to 5 s for both to go.
+                    "j=0; while [ $j -lt 100 ]; do alive=0; for p in $(cat " + pids + "); do "
+                    "if [ -e /proc/$p ] && ! grep -q '^State:.*Z' /proc/$p/status 2>/dev/null; then alive=$((alive+1)); fi; "
+                    "done; [ $alive = 0 ] && break; sleep 0.05; j=$((j+1)); done; echo alive=$alive ranks=$(wc -l < " +
+                    pids + "); for p in $(cat " + pids + "); do kill -9 $p 2>/dev/null; done; true";
+  auto r = RunCommand(cmd);
+  EXPECT_NE(r.output.find("alive=0 ranks=2"), std::string::npos) << r.output;
+}
+
+std::string FreePort() {
+  auto probe = RunCommand("python3 -c 'import socket; s=socket.socket(); s.bind((\"127.0.0.1\",0)); "
+                          "print(s.getsockname()[1])'");
+  return probe.output.substr(0, probe.output.find('\n'));
+}
+
+// Two pretend nodes on loopback: a rank failing on node 1 stops node 0's ranks, and both launchers
+// exit with its code, naming node and rank.
+TEST(CommkitRun, AFailureOnOneNodeStopsEveryNode) {
+  testing::TempDir dir;
+  std::string port = FreePort();
+  ASSERT_FALSE(port.empty());
+  std::string prog = " -n 2 --grace 0.3 --kill-after 1 -- sh -c 'if [ $RANK = 3 ]; then sleep 0.5; exit 3; fi; exec sleep 60'";
+  std::string common = " --nnodes 2 --master-addr 127.0.0.1 --master-port " + port;
+  std::string n0 = (dir.path() / "n0").string();
+  auto start = std::chrono::steady_clock::now();
+  std::string cmd = "COMMKIT_STORE_TOKEN=t " + RunBin() + " --node-rank 0" + common + prog + " > " + n0 +
+                    " 2>&1 & p0=$!; COMMKIT_STORE_TOKEN=t " + RunBin() + " --node-rank 1" + common + prog +
+                    " 2>&1; rc1=$?; wait $p0; rc0=$?; echo rc0=$rc0 rc1=$rc1; cat " + n0;
+  auto r = RunCommand(cmd);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(40));
+  EXPECT_NE(r.output.find("rc0=3 rc1=3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("commkit-run: rank 3 on node 1 exited with code 3 first"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("commkit-run: node 0: rank 3 on node 1 exited with code 3 first"), std::string::npos)
+      << r.output;
+}
+
+// Something already listens on --master-port: node 0's store takes the next port, node 1 finds it,
+// and the ranks get the port actually used.
+TEST(CommkitRun, MultiNodeStoreCoexistsWithAListenerOnMasterPort) {
+  testing::TempDir dir;
+  std::string port = FreePort();
+  ASSERT_FALSE(port.empty());
+  std::string listener = "python3 -c 'import socket,sys,time; s=socket.socket(); "
+                         "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind((\"0.0.0.0\"," + port +
+                         ")); s.listen(8); print(\"up\", flush=True); t=time.time()\n"
+                         "while time.time()-t < 60:\n  c,_=s.accept(); c.close()' > " + (dir.path() / "l").string() +
+                         " 2>&1 & lp=$!; i=0; while ! grep -q up " + (dir.path() / "l").string() +
+                         " && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done; ";
+  std::string common = " --nnodes 2 --master-addr 127.0.0.1 --master-port " + port + " -n 1 -- " + Store() +
+                       " rendezvous --timeout 30";
+  std::string n0 = (dir.path() / "n0").string();
+  std::string cmd = listener + "COMMKIT_STORE_TOKEN=t " + RunBin() + " --node-rank 0" + common + " > " + n0 +
+                    " 2>&1 & p0=$!; COMMKIT_STORE_TOKEN=t " + RunBin() + " --node-rank 1" + common +
+                    "; rc1=$?; wait $p0; rc0=$?; kill $lp; echo rc0=$rc0 rc1=$rc1; cat " + n0;
+  auto r = RunCommand(cmd);
+  EXPECT_NE(r.output.find("rc0=0 rc1=0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("all 2 ranks arrived"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(":" + std::to_string(std::stoi(port) + 1)), std::string::npos)
+      << "the store moved to the next port:\n" << r.output;
 }
 
 }  // namespace

@@ -31,13 +31,17 @@ bool Deferred(const std::vector<std::string>& command) {
 
 int main(int argc, char** argv) {
   commkit::run::LaunchOptions o;
-  double grace_s = 5, timeout_s = 0, kill_after_s = 5;
-  bool no_prefix = false, no_store = false, always_spawn = false;
+  double grace_s = 5, timeout_s = 0, kill_after_s = 5, store_timeout_s = 300, exit_barrier_s = 300;
+  bool no_prefix = false, no_store = false, always_spawn = false, keep_handlers = false;
   CLI::App app{
       "commkit-run: start N local ranks of a program with the standard launch variables (RANK, WORLD_SIZE,\n"
       "LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR, MASTER_PORT, COMMKIT_STORE_TOKEN) and a hosted\n"
       "rendezvous store. Output lines are prefixed with the rank. When a rank fails, the others are stopped\n"
       "after a grace period and commkit-run exits with the first failing rank's code (128+N for signal N).\n"
+      "Across nodes the launchers share failures through node 0's store: a failure on any node stops every\n"
+      "node's ranks, and every launcher exits non-zero naming the node and rank that failed first. Ranks die\n"
+      "with their launcher (even on SIGKILL). The store uses --master-port, or the next free of the 7 ports\n"
+      "after it when another server (torchrun's store) holds it; docs/launchers.md has the rules.\n"
       "Under srun (SLURM_STEP_ID and SLURM_PROCID set) or mpirun (OMPI_COMM_WORLD_SIZE or PMI_SIZE set) it\n"
       "execs the program directly instead: those launchers already started one process per rank, and\n"
       "commkit's launch detection reads their variables (use --always-spawn to override).\n\n"
@@ -65,7 +69,17 @@ int main(int argc, char** argv) {
   app.add_flag("--always-spawn", always_spawn,
                "Spawn the ranks even under srun/mpirun (e.g. one srun task per node, -n ranks per GPU);\n"
                "then pass --nnodes/--node-rank/--master-addr/--master-port yourself");
-  app.add_flag("--no-store", no_store, "Do not host the store (rank 0 hosts it instead)");
+  app.add_flag("--no-store", no_store, "Do not host the store (rank 0 hosts it instead; failures are then not\n"
+                                       "shared between nodes)");
+  app.add_option("--store-timeout", store_timeout_s,
+                 "Other nodes: seconds to look for node 0's store before giving up (default 300)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--exit-barrier-timeout", exit_barrier_s,
+                 "Node 0: seconds to keep the store up for nodes still running after its ranks are done (default 300)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--keep-library-signal-handlers", keep_handlers,
+               "Do not set IPATH_NO_BACKTRACE, HFI_NO_BACKTRACE, UCX_HANDLE_ERRORS, UCX_ERROR_SIGNALS,\n"
+               "UCX_DEBUG_SIGNO for the ranks (by default they keep those libraries from catching a rank's crash)");
   // Everything from the program name on belongs to the program: `commkit-run -n 2 prog --its-flag`.
   app.prefix_command();
   app.footer("Usage: commkit-run [options] [--] program [program arguments]");
@@ -86,6 +100,9 @@ int main(int argc, char** argv) {
   o.kill_after = std::chrono::milliseconds(static_cast<long long>(kill_after_s * 1000));
   o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
   o.prefix = !no_prefix;
+  o.store_timeout = std::chrono::milliseconds(static_cast<long long>(store_timeout_s * 1000));
+  o.exit_barrier = std::chrono::milliseconds(static_cast<long long>(exit_barrier_s * 1000));
+  o.keep_library_signal_handlers = keep_handlers;
   o.host_store = !no_store;
   auto result = commkit::run::RunLocalRanks(o);
   if (!result.ok()) {

@@ -79,6 +79,16 @@ int main(int argc, char** argv) {
   serve->add_option("--host", serve_opts.host, "Address to bind (default 0.0.0.0)");
   serve->add_option("--port", serve_opts.port, "Port (0 = any free port)")->check(CLI::Range(0, 65535));
   serve->add_option("--token", serve_opts.token, "Job token clients must present (default: $COMMKIT_STORE_TOKEN)");
+  double max_pending_mib = 256, frame_timeout_s = 30, idle_timeout_s = 900;
+  serve->add_option("--max-pending-mib", max_pending_mib,
+                    "Memory for requests still arriving, all clients together; reading pauses above it (default 256)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--frame-timeout", frame_timeout_s,
+                    "Seconds a partly received request may stall before its connection is dropped (default 30)")
+      ->check(CLI::PositiveNumber);
+  serve->add_option("--idle-timeout", idle_timeout_s,
+                    "Seconds an idle client connection is kept (0 = forever; default 900)")
+      ->check(CLI::NonNegativeNumber);
 
   ClientArgs ca;
   std::string key, value;
@@ -121,6 +131,9 @@ int main(int argc, char** argv) {
     if (serve_opts.token.empty()) {
       if (const char* t = std::getenv("COMMKIT_STORE_TOKEN")) serve_opts.token = t;
     }
+    serve_opts.max_pending_bytes = static_cast<std::size_t>(max_pending_mib * (1 << 20));
+    serve_opts.frame_timeout = std::chrono::milliseconds(static_cast<long long>(frame_timeout_s * 1000));
+    serve_opts.idle_timeout = std::chrono::milliseconds(static_cast<long long>(idle_timeout_s * 1000));
     auto server = TcpStoreServer::Start(serve_opts);
     if (!server.ok()) return Fail(server.status());
     struct sigaction sa {};

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <functional>
+#include <optional>
 
 #include "commkit/comm/hostlist.h"
 #include "commkit/common/strings.h"
@@ -26,9 +28,10 @@ std::string_view ToString(Launcher launcher) {
 }
 
 std::string LaunchInfo::Describe() const {
+  auto count = [](int n) { return n > 0 ? std::to_string(n) : std::string("?"); };
   std::string out = StrCat(ToString(launcher), ": rank ", rank, "/", world_size, " (local ", local_rank, "/",
-                           local_world_size, ", node ", node_rank, "/", num_nodes, "), master ", master_addr, ":",
-                           master_port);
+                           count(local_world_size), ", node ", node_rank, "/", count(num_nodes), "), master ",
+                           master_addr, ":", master_port);
   if (!job_id.empty()) out += StrCat(", job ", job_id);
   return out;
 }
@@ -121,25 +124,146 @@ std::string JobId(const Reader& r) {
   return "";
 }
 
+// Azure Batch / Azure ML list the job's nodes in AZ_BATCH_HOST_LIST ("10.0.0.4,10.0.0.5") or
+// AZ_BATCH_NODE_LIST ("10.0.0.4;10.0.0.5"): their length is the node count.
+std::optional<int> AzureNodeListCount(const Reader& r) {
+  for (const char* name : {"AZ_BATCH_HOST_LIST", "AZ_BATCH_NODE_LIST"}) {
+    const std::string* v = r.Raw(name);
+    if (v == nullptr) continue;
+    std::string list = *v;
+    std::replace(list.begin(), list.end(), ';', ',');
+    auto hosts = Split(list, ',', true);
+    if (!hosts.empty()) return static_cast<int>(hosts.size());
+  }
+  return std::nullopt;
+}
+
+// Kubeflow's PET_NNODES is "N" or an elastic range "MIN:MAX"; only a fixed count is a node count.
+Result<bool> KubeflowNodes(Reader& r, int& out) {
+  const std::string* v = r.Raw("PET_NNODES");
+  if (v == nullptr) return false;
+  auto colon = v->find(':');
+  if (colon == std::string::npos) return r.Int("PET_NNODES", out, 1, kMaxRanks);
+  auto lo = ParseInt(std::string_view(*v).substr(0, colon));
+  auto hi = ParseInt(std::string_view(*v).substr(colon + 1));
+  if (!lo || !hi || *lo < 1 || *hi < *lo || *hi > kMaxRanks)
+    return Status::InvalidArgument(StrCat("PET_NNODES='", *v, "' is not N or MIN:MAX"));
+  if (*lo != *hi) return false;  // elastic: the actual count is torchrun's business (it sets LOCAL_WORLD_SIZE)
+  out = static_cast<int>(*lo);
+  return true;
+}
+
+// torchrun-style variables (torchrun, Kubeflow PyTorchJob, Azure ML's PyTorch distribution).
+// The node count comes from what the launcher states, never from NODE_RANK + 1 (that made node 0
+// believe it was alone): LOCAL_WORLD_SIZE (torchrun), then a per-node process count (Kubeflow's
+// PET_NPROC_PER_NODE), then a node count (NNODES, PET_NNODES, GROUP_WORLD_SIZE, AZUREML_NODE_COUNT,
+// Azure's node lists), then RANK = NODE_RANK * L + LOCAL_RANK solved for L on nodes other than 0.
+// When none applies the count is unknown (0).
+// An id every rank of one run of the job shares and a later run does not: it namespaces the job's
+// keys on shared (file, etcd) stores. torchrun's default --rdzv-id is "none" and its restarts keep the
+// id, so the restart count is part of it; Slurm's job id repeats across steps, so the step is too.
+std::string RunId(const Reader& r, const LaunchInfo& info) {
+  auto get = [&](const char* name) -> std::string {
+    const std::string* v = r.Raw(name);
+    return v == nullptr ? std::string() : std::string(Trim(*v));
+  };
+  if (auto v = get("COMMKIT_RUN_ID"); !v.empty()) return v;
+  if (auto v = get("TORCHELASTIC_RUN_ID"); !v.empty() && v != "none") {
+    auto restart = get("TORCHELASTIC_RESTART_COUNT");
+    return StrCat("torchelastic:", v, restart.empty() ? "" : ":" + restart);
+  }
+  if (auto v = get("SLURM_JOB_ID"); !v.empty() && (info.launcher == Launcher::kSlurm || r.Has("SLURM_STEP_ID")))
+    return StrCat("slurm:", v, ".", get("SLURM_STEP_ID"));
+  if (auto v = get("AZUREML_RUN_ID"); !v.empty()) return StrCat("azureml:", v);
+  if (auto v = get("OMPI_MCA_ess_base_jobid"); !v.empty()) return StrCat("ompi:", v);
+  if (auto v = get("PMIX_NAMESPACE"); !v.empty()) return StrCat("pmix:", v);
+  if (auto v = get("PMI_JOBID"); !v.empty()) return StrCat("pmi:", v);
+  if (info.launcher == Launcher::kKubeflow) {
+    // The PyTorchJob's master service is "<job name>-master-0" and every pod's MASTER_ADDR names it.
+    auto addr = get("MASTER_ADDR");
+    if (addr.empty()) addr = get("PET_MASTER_ADDR");
+    if (auto pos = addr.find("-master-0"); pos != std::string::npos && pos > 0) return StrCat("kubeflow:", addr.substr(0, pos));
+  }
+  // commkit-run's token is random per launch (single node) or a per-job secret (multi-node): its
+  // hash names the run without putting the secret into key names.
+  if (auto v = get("COMMKIT_STORE_TOKEN"); !v.empty()) return StrCat("token:", std::to_string(Fnv1a(v) % 1000000007ull));
+  if (auto v = get("COMMKIT_JOB_ID"); !v.empty()) return StrCat("job:", v);
+  return "";
+}
+
+// Open MPI 4 gives every rank mpirun's address in OMPI_MCA_orte_hnp_uri ("123.0;tcp://10.0.0.1,
+// 172.17.0.1:41923"). With mpirun's default mapping rank 0 runs on mpirun's node, so its first
+// address is where rank 0's store listens; the rendezvous checks that rank 0 really is there.
+std::string OpenMpiHnpAddress(const Reader& r) {
+  const std::string* uri = r.Raw("OMPI_MCA_orte_hnp_uri");
+  if (uri == nullptr) return "";
+  auto scheme = uri->find("tcp://");
+  if (scheme == std::string::npos) return "";
+  std::string_view rest = std::string_view(*uri).substr(scheme + 6);
+  rest = rest.substr(0, rest.find_first_of(",:;"));
+  return std::string(Trim(rest));
+}
+
 Status TorchStyle(Reader& r, LaunchInfo& info) {
   COMMKIT_RETURN_IF_ERROR(r.RequireInt("RANK", info.rank, 0, kMaxRanks, ToString(info.launcher)));
   COMMKIT_RETURN_IF_ERROR(r.RequireInt("WORLD_SIZE", info.world_size, 1, kMaxRanks, ToString(info.launcher)));
   info.local_world_size = info.world_size;
-  COMMKIT_RETURN_IF_ERROR(r.Int("LOCAL_RANK", info.local_rank, 0, kMaxRanks).status());
+  COMMKIT_ASSIGN_OR_RETURN(bool has_local_rank, r.Int("LOCAL_RANK", info.local_rank, 0, kMaxRanks));
   COMMKIT_ASSIGN_OR_RETURN(bool has_local_size, r.Int("LOCAL_WORLD_SIZE", info.local_world_size, 1, kMaxRanks));
-  COMMKIT_ASSIGN_OR_RETURN(bool has_node, r.FirstInt({"NODE_RANK", "GROUP_RANK"}, info.node_rank, 0, kMaxRanks));
+  if (!has_local_size) {
+    // PET_NPROC_PER_NODE may also be "auto", "gpu" or "cpu": then torchrun itself sets LOCAL_WORLD_SIZE.
+    for (const char* name : {"PET_NPROC_PER_NODE", "NPROC_PER_NODE"}) {
+      const std::string* v = r.Raw(name);
+      if (v == nullptr || !ParseInt(*v)) continue;
+      COMMKIT_ASSIGN_OR_RETURN(has_local_size, r.Int(name, info.local_world_size, 1, kMaxRanks));
+      break;
+    }
+  }
+  COMMKIT_ASSIGN_OR_RETURN(bool has_node, r.FirstInt({"NODE_RANK", "GROUP_RANK", "PET_NODE_RANK"}, info.node_rank, 0, kMaxRanks));
+  int nnodes = 0;
+  COMMKIT_ASSIGN_OR_RETURN(bool has_nnodes, r.FirstInt({"NNODES", "GROUP_WORLD_SIZE", "AZUREML_NODE_COUNT"}, nnodes, 1, kMaxRanks));
+  if (!has_nnodes) {
+    COMMKIT_ASSIGN_OR_RETURN(has_nnodes, KubeflowNodes(r, nnodes));
+  }
+  if (!has_nnodes) {
+    if (auto n = AzureNodeListCount(r)) {
+      nnodes = *n;
+      has_nnodes = true;
+      info.variables.emplace_back(r.Has("AZ_BATCH_HOST_LIST") ? "AZ_BATCH_HOST_LIST" : "AZ_BATCH_NODE_LIST");
+    }
+  }
   if (has_local_size) {
     if (info.world_size % info.local_world_size != 0)
       return Status::InvalidArgument(StrCat("WORLD_SIZE=", info.world_size, " is not a multiple of LOCAL_WORLD_SIZE=",
                                             info.local_world_size));
     info.num_nodes = info.world_size / info.local_world_size;
-    if (!has_node) info.node_rank = info.rank / info.local_world_size;
-  } else if (has_node) {
-    info.num_nodes = info.node_rank + 1;  // at least; refined below when NNODES is known
+    if (has_nnodes && nnodes != info.num_nodes)
+      return Status::InvalidArgument(StrCat("the node count ", nnodes, " disagrees with WORLD_SIZE=", info.world_size,
+                                            " / ", info.local_world_size, " processes per node"));
+  } else if (has_nnodes) {
+    if (info.world_size % nnodes != 0)
+      return Status::InvalidArgument(StrCat("WORLD_SIZE=", info.world_size, " is not a multiple of the node count ",
+                                            nnodes, " (", Join(info.variables, ", "), ")"));
+    info.num_nodes = nnodes;
+    info.local_world_size = info.world_size / nnodes;
+  } else if (has_node && info.node_rank > 0 && has_local_rank && info.rank >= info.local_rank &&
+             (info.rank - info.local_rank) % info.node_rank == 0 && info.rank - info.local_rank > 0 &&
+             info.world_size % ((info.rank - info.local_rank) / info.node_rank) == 0) {
+    info.local_world_size = (info.rank - info.local_rank) / info.node_rank;
+    info.num_nodes = info.world_size / info.local_world_size;
+  } else if (has_node || (has_local_rank && info.local_rank != info.rank)) {
+    info.num_nodes = 0;  // a node index without a count (or ranks beyond this node): how many is not stated
   }
-  int nnodes = 0;
-  COMMKIT_ASSIGN_OR_RETURN(bool has_nnodes, r.FirstInt({"NNODES", "PET_NNODES", "GROUP_WORLD_SIZE"}, nnodes, 1, kMaxRanks));
-  if (has_nnodes) info.num_nodes = nnodes;
+  if (info.num_nodes > 0 && !has_node) info.node_rank = info.rank / info.local_world_size;
+  if (info.num_nodes == 0) {
+    // Only the rank and local rank are meaningful; the local size is not known.
+    if (info.local_rank >= info.world_size)
+      return Status::InvalidArgument(StrCat("LOCAL_RANK=", info.local_rank, " is not below WORLD_SIZE=", info.world_size));
+    if (info.rank >= info.world_size)
+      return Status::InvalidArgument(StrCat("RANK=", info.rank, " is not below WORLD_SIZE=", info.world_size));
+    info.local_world_size = 0;
+    return Status::Ok();
+  }
   return Consistency(info, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE");
 }
 
@@ -246,6 +370,7 @@ Result<LaunchInfo> DetectLaunchEnvironment(const EnvMap& env) {
     return Status::InvalidArgument(r.Has("RANK") ? "RANK is set but WORLD_SIZE is not" : "WORLD_SIZE is set but RANK is not");
   }
   info.job_id = JobId(r);
+  info.run_id = RunId(r, info);
 
   // Master address and port.
   const std::string* addr = nullptr;
@@ -285,9 +410,14 @@ Result<LaunchInfo> DetectLaunchEnvironment(const EnvMap& env) {
     // master_addr was set from the Azure variable above
   } else if (!info.hosts.empty()) {
     info.master_addr = info.hosts.front();
-  } else if (info.num_nodes > 1 || (info.launcher == Launcher::kTorchrun && info.world_size > 1 &&
+  } else if (auto hnp = OpenMpiHnpAddress(r); info.launcher == Launcher::kOpenMPI && info.num_nodes != 1 && !hnp.empty()) {
+    info.master_addr = hnp;
+    info.master_from_mpirun = true;
+    info.variables.emplace_back("OMPI_MCA_orte_hnp_uri");
+  } else if (info.num_nodes != 1 || (info.launcher == Launcher::kTorchrun && info.world_size > 1 &&
                                     info.local_world_size != info.world_size)) {
-    return Status::InvalidArgument(StrCat(ToString(info.launcher), " job spans ", info.num_nodes,
+    return Status::InvalidArgument(StrCat(ToString(info.launcher), " job spans ",
+                                          info.num_nodes > 0 ? std::to_string(info.num_nodes) : std::string("several"),
                                           " nodes but no master address is set: set MASTER_ADDR to rank 0's host"));
   }
   int port = 0;

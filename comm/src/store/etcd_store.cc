@@ -1,6 +1,7 @@
 #include "commkit/comm/etcd_store.h"
 
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <thread>
 
 #include "commkit/common/strings.h"
@@ -109,6 +110,13 @@ Result<std::pair<int, std::string>> ParseHttp(const std::string& raw) {
   return std::make_pair(static_cast<int>(*code), std::move(body));
 }
 
+// A put request, attached to the client's lease when it has one.
+json PutOp(const std::string& key_b64, const std::string& value_b64, std::int64_t lease) {
+  json put = {{"key", key_b64}, {"value", value_b64}};
+  if (lease != 0) put["lease"] = std::to_string(lease);
+  return put;
+}
+
 }  // namespace
 
 std::string EtcdStore::Describe() const {
@@ -152,7 +160,37 @@ Result<std::unique_ptr<EtcdStore>> EtcdStore::Connect(const EtcdStoreOptions& op
     probe = store->NumKeys();
   }
   COMMKIT_RETURN_IF_ERROR(probe.status());
+  if (options.lease_ttl.count() > 0) {
+    json grant = {{"TTL", std::to_string(options.lease_ttl.count())}};
+    COMMKIT_ASSIGN_OR_RETURN(std::string reply, store->Post("lease/grant", grant.dump()));
+    auto j = json::parse(reply, nullptr, false);
+    store->lease_ = j.is_discarded() || !j.is_object() ? 0 : JsonInt(j, "ID");
+    if (store->lease_ == 0) return Status::DataLoss(StrCat(store->Describe(), ": malformed lease grant reply: ", reply));
+    store->keepalive_ = std::thread([s = store.get()] { s->KeepAlive(); });
+  }
   return store;
+}
+
+EtcdStore::~EtcdStore() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (keepalive_.joinable()) keepalive_.join();
+  // The lease is not revoked: other ranks may still read this rank's keys; they expire a TTL later.
+}
+
+void EtcdStore::KeepAlive() {
+  // A third of the TTL (at most a minute) between renewals, so two lost renewals still leave time.
+  auto period = std::min<std::chrono::milliseconds>(options_.lease_ttl / 3, std::chrono::minutes(1));
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  while (!stop_cv_.wait_for(lock, period, [this] { return stop_; })) {
+    lock.unlock();
+    json req = {{"ID", std::to_string(lease_)}};
+    (void)Post("lease/keepalive", req.dump());
+    lock.lock();
+  }
 }
 
 Result<std::optional<EtcdStore::Value>> EtcdStore::Range(std::string_view key) const {
@@ -169,8 +207,7 @@ Result<std::optional<EtcdStore::Value>> EtcdStore::Range(std::string_view key) c
 }
 
 Status EtcdStore::Set(std::string_view key, std::string_view value) {
-  json req = {{"key", Base64(options_.prefix + std::string(key))}, {"value", Base64(value)}};
-  return Post("kv/put", req.dump()).status();
+  return Post("kv/put", PutOp(Base64(options_.prefix + std::string(key)), Base64(value), lease_).dump()).status();
 }
 
 Result<std::vector<std::string>> EtcdStore::Missing(const std::vector<std::string>& keys) const {
@@ -219,7 +256,7 @@ Result<std::string> EtcdStore::CompareSet(std::string_view key, std::string_view
     compare = {{"key", full}, {"target", "VALUE"}, {"result", "EQUAL"}, {"value", Base64(expected)}};
   }
   json req = {{"compare", json::array({compare})},
-              {"success", json::array({{{"request_put", {{"key", full}, {"value", Base64(desired)}}}}})},
+              {"success", json::array({{{"request_put", PutOp(full, Base64(desired), lease_)}}})},
               {"failure", json::array({{{"request_range", {{"key", full}}}}})}};
   COMMKIT_ASSIGN_OR_RETURN(std::string reply, Post("kv/txn", req.dump()));
   auto j = json::parse(reply, nullptr, false);
@@ -256,7 +293,7 @@ Result<std::int64_t> EtcdStore::Add(std::string_view key, std::int64_t delta) {
       return Status::InvalidArgument(StrCat(Describe(), ": add of ", delta, " to key '", key, "' (", current->value,
                                             ") overflows a 64-bit integer"));
     json req = {{"compare", json::array({compare})},
-                {"success", json::array({{{"request_put", {{"key", full}, {"value", Base64(std::to_string(value))}}}}})}};
+                {"success", json::array({{{"request_put", PutOp(full, Base64(std::to_string(value)), lease_)}}})}};
     COMMKIT_ASSIGN_OR_RETURN(std::string reply, Post("kv/txn", req.dump()));
     auto j = json::parse(reply, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return Status::DataLoss(StrCat(Describe(), ": malformed txn reply"));
@@ -299,7 +336,7 @@ Status EtcdStore::MultiSet(const std::vector<std::string>& keys, const std::vect
   for (std::size_t begin = 0; begin < keys.size(); begin += kMaxTxnOps) {
     json ops = json::array();
     for (std::size_t i = begin; i < std::min(keys.size(), begin + kMaxTxnOps); ++i)
-      ops.push_back({{"request_put", {{"key", Base64(options_.prefix + keys[i])}, {"value", Base64(values[i])}}}});
+      ops.push_back({{"request_put", PutOp(Base64(options_.prefix + keys[i]), Base64(values[i]), lease_)}});
     json req = {{"success", ops}};
     COMMKIT_RETURN_IF_ERROR(Post("kv/txn", req.dump()).status());
   }

@@ -3,7 +3,8 @@ list(APPEND COMMKIT_COMM_SOURCES
   src/store/hash_store.cc)
 list(APPEND COMMKIT_COMM_SOURCES
   src/store/tcp_store_server.cc
-  src/store/tcp_store_client.cc)
+  src/store/tcp_store_client.cc
+  src/store/tcp_store_ops.cc)
 list(APPEND COMMKIT_COMM_SOURCES
   src/store/prefix_store.cc
   src/store/file_store.cc)

@@ -1,6 +1,8 @@
 // TcpStore client: a small pool of blocking connections (one request in flight per connection), so
 // several threads can block in Get/Wait at once. Every socket operation has a deadline.
 
+#include <poll.h>
+
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -29,6 +31,15 @@ constexpr auto kShortCallTimeout = std::chrono::seconds(60);
 class TcpStore::Connection {
  public:
   explicit Connection(int fd) : socket_(fd) {}
+  // False when the server closed this pooled connection while it sat idle (the server drops idle
+  // connections after its idle timeout): a reply is never pending on an idle connection, so any
+  // readable byte or hang-up means it is gone and the call must use a fresh one.
+  bool StillOpen() const {
+    struct pollfd p {};
+    p.fd = socket_.fd();
+    p.events = POLLIN | POLLRDHUP;
+    return ::poll(&p, 1, 0) == 0;
+  }
   Status SendAll(std::string_view data, Clock::time_point deadline) { return net::SendAll(socket_.fd(), data, deadline); }
   Status RecvExact(char* out, std::size_t n, Clock::time_point deadline) {
     return net::RecvExact(socket_.fd(), out, n, deadline);
@@ -70,9 +81,10 @@ Result<std::string> TcpStore::Call(std::uint8_t op, const std::string& payload, 
   std::unique_ptr<Connection> conn;
   {
     std::lock_guard<std::mutex> lock(pool_mu_);
-    if (!idle_.empty()) {
+    while (!idle_.empty() && !conn) {
       conn = std::move(idle_.back());
       idle_.pop_back();
+      if (!conn->StillOpen()) conn.reset();
     }
   }
   if (!conn) {
@@ -109,7 +121,7 @@ Result<std::string> TcpStore::Call(std::uint8_t op, const std::string& payload, 
     hello.U16(0);
     hello.U32(static_cast<std::uint32_t>(options_.token.size()));
     hello.data().append(options_.token);
-    auto hs_deadline = Clock::now() + std::chrono::seconds(30);
+    auto hs_deadline = Clock::now() + options_.handshake_timeout;
     Status s = conn->SendAll(hello.data(), hs_deadline);
     char head[5];
     if (s.ok()) s = conn->RecvExact(head, 5, hs_deadline);

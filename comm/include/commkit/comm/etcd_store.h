@@ -9,6 +9,9 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,12 +26,19 @@ struct EtcdStoreOptions {
   std::string prefix = "commkit/";
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;
   std::chrono::milliseconds request_timeout = std::chrono::seconds(10);  // per HTTP request
+  // With a TTL, every key this client writes is attached to an etcd lease that a background thread
+  // renews (every TTL/3, at most every minute): a crashed run's keys vanish a TTL after its last
+  // client died instead of lingering under the prefix. 0 = keys never expire.
+  std::chrono::seconds lease_ttl{0};
 };
 
 class EtcdStore final : public Store {
  public:
   // Connects and checks the server answers (a range request); Unavailable names the endpoint.
   static Result<std::unique_ptr<EtcdStore>> Connect(const EtcdStoreOptions& options);
+  ~EtcdStore() override;
+  // The lease keys are written under (0 without lease_ttl).
+  std::int64_t lease() const { return lease_; }
 
   std::string Describe() const override;
   Status Set(std::string_view key, std::string_view value) override;
@@ -57,8 +67,14 @@ class EtcdStore final : public Store {
   Result<std::string> Post(std::string_view path, const std::string& body) const;
   Result<std::optional<Value>> Range(std::string_view key) const;
   Result<std::vector<std::string>> Missing(const std::vector<std::string>& keys) const;
+  void KeepAlive();
 
   EtcdStoreOptions options_;
+  std::int64_t lease_ = 0;
+  std::thread keepalive_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
   std::string api_ = "v3";  // gateway prefix: "v3" (etcd >= 3.4) or "v3beta" (etcd 3.3), chosen by Connect
 };
 

@@ -4,8 +4,10 @@
 // by srun, mpirun inside a Slurm allocation):
 //   1. commkit-run          COMMKIT_LAUNCHER=commkit-run plus the torchrun variables
 //   2. torchrun / Kubeflow PyTorchJob / Azure ML   RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK,
-//                           LOCAL_WORLD_SIZE, NODE_RANK / GROUP_RANK (the launcher is named from
-//                           TORCHELASTIC_RUN_ID, PET_* / KUBERNETES_SERVICE_HOST, AZUREML_RUN_ID / AZ_BATCH_*)
+//                           LOCAL_WORLD_SIZE, NODE_RANK / GROUP_RANK, node counts from NNODES, PET_NNODES,
+//                           PET_NPROC_PER_NODE, AZUREML_NODE_COUNT, AZ_BATCH_{HOST,NODE}_LIST (the launcher
+//                           is named from TORCHELASTIC_RUN_ID, PET_* / KUBERNETES_SERVICE_HOST,
+//                           AZUREML_RUN_ID / AZ_BATCH_*). docs/launchers.md has the details.
 //   3. Open MPI             OMPI_COMM_WORLD_{RANK,SIZE,LOCAL_RANK,LOCAL_SIZE,NODE_RANK}
 //   4. MPICH / Intel MPI (PMI)  PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS
 //   5. Slurm (srun)         SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_NNODES,
@@ -46,12 +48,16 @@ struct LaunchInfo {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;
-  int local_world_size = 1;
+  int local_world_size = 1;  // 0 when the launcher does not say (see num_nodes)
   int node_rank = 0;
-  int num_nodes = 1;
+  int num_nodes = 1;         // 0 when the job spans several nodes but the launcher does not say how many
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string job_id;                  // "" when the launcher gives none
+  // Names this run of the job (docs/launchers.md, "run id"): the launcher's job/run id, with
+  // torchrun's restart count or Slurm's step; "" when the launcher gives none.
+  std::string run_id;
+  bool master_from_mpirun = false;     // master_addr is mpirun's host (Open MPI without MASTER_ADDR)
   std::vector<std::string> hosts;      // the expanded Slurm node list, when known
   std::vector<std::string> variables;  // the variables this was read from, for the report
 

@@ -10,6 +10,9 @@
 // requests and a multi_get whose values exceed it gets kInvalidArgument ("fetch fewer keys"). A client
 // that pipelines without reading replies is throttled (at most one frame of queued replies) and is
 // disconnected when it queues more than one frame of input behind a parked request or unread replies.
+// Memory held for partial frames is capped per connection and in total, and stalled partial frames and
+// idle connections are timed out (TcpStoreServerOptions), so authenticated but hostile clients cannot
+// hold the server's memory.
 #pragma once
 
 #include <chrono>
@@ -35,6 +38,20 @@ struct TcpStoreServerOptions {
   int port = 29500;              // 0 = any free port (see TcpStoreServer::port())
   std::string token;             // job token clients must present ("" = no token required)
   int backlog = 16384;           // listen queue (capped by net.core.somaxconn)
+  // Memory held for requests still arriving (partial frames) across all connections. Reading pauses
+  // while it is exceeded, so a client's big value waits instead of failing; a connection whose
+  // buffer is under 64 KiB may always read, so small requests (rendezvous) are never held up. Peak
+  // memory: max_pending_bytes + 64 KiB per connection.
+  std::size_t max_pending_bytes = std::size_t{256} << 20;
+  // One connection's buffered request bytes; a request frame larger than this is refused (the
+  // connection is closed). The default admits the largest frame the protocol allows.
+  std::size_t max_connection_pending_bytes = (std::size_t{65} << 20) + 4;
+  // A request that stops arriving part-way (no byte for this long while a frame is incomplete) is
+  // dropped with its connection and its memory freed.
+  std::chrono::milliseconds frame_timeout = std::chrono::seconds(30);
+  // An authenticated connection with nothing in flight for this long is closed (0 = never). Clients
+  // check pooled connections before use and reconnect, so nothing is lost.
+  std::chrono::milliseconds idle_timeout = std::chrono::minutes(15);
 };
 
 class TcpStoreServer {
@@ -55,6 +72,11 @@ class TcpStoreServer {
     std::int64_t protocol_errors = 0;
     std::int64_t requests = 0;
     std::int64_t keys = 0;
+    std::int64_t pending_bytes = 0;       // request bytes buffered now (partial frames)
+    std::int64_t peak_pending_bytes = 0;
+    std::int64_t reads_paused = 0;        // times a connection's reading paused at max_pending_bytes
+    std::int64_t closed_stalled = 0;      // frame_timeout
+    std::int64_t closed_idle = 0;         // idle_timeout
   };
   Stats stats() const;
 
@@ -75,6 +97,9 @@ struct TcpStoreOptions {
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;        // default for blocking calls
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(60);  // retries with backoff until then
   int max_connections = 8;  // connection pool size: concurrent calls from several threads
+  // Bound on the handshake once connected. Rendezvous probes use a short one: a server of another
+  // protocol on the port (torchrun's TCPStore) may never answer a commkit hello.
+  std::chrono::milliseconds handshake_timeout = std::chrono::seconds(30);
 };
 
 class TcpStore final : public Store {
