@@ -27,6 +27,9 @@ std::vector<nlohmann::json> JsonRows(const std::string& output) {
   return rows;
 }
 
+// The rows of a JSON-lines run whose backend is `label` (defined below); every row must have #wrong 0.
+int RawRows(const std::string& output, const std::string& label);
+
 TEST(BenchE2E, BadArgumentsExitTwo) {
   auto r = RunCommand(Bench() + " allreduse 2>&1");
   EXPECT_EQ(r.exit_code, 2) << r.output;

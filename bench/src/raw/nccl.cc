@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "commkit/bench/device.h"
 #include "commkit/common/strings.h"
 #include "raw/raw.h"
 
