@@ -202,6 +202,6 @@ if manifest and os.path.exists(manifest):
 json.dump(doc, open(summary, "w"), indent=1)
 print(f"\nsummary: {summary}: {verdict}; " + ", ".join(f"{s['name']}={s['status']}" for s in steps))
 PY
-if grep -q -P '\tfail\t' "$steps"; then exit 1; fi
+if grep -q $'\tfail\t' "$steps"; then exit 1; fi
 [ "$ngpus" -ge 1 ] || exit 2
 exit 0
