@@ -167,7 +167,11 @@ bench="$bin/commkit-bench"
 run_step bench-host 0 300 "$bench" allreduce -B host --local 2 -b 8 -e 64K -f 8 -w 1 -n 3 --no-progress --predict off
 ranks=$(( ngpus >= 1 ? ngpus : 1 ))
 for coll in allreduce allgather reduce_scatter broadcast reduce alltoall sendrecv; do
-  [ "$coll" = sendrecv ] && [ "$ranks" -lt 2 ] && continue
+  if [ "$coll" = sendrecv ] && [ "$ranks" -lt 2 ]; then
+    printf '\n=== bench-nccl-sendrecv ===\n'
+    record bench-nccl-sendrecv skip 0 "" "a ring of sends needs >= 2 GPUs; this machine has $ngpus"
+    continue
+  fi
   run_step "bench-nccl-$coll" 1 600 "$bench" "$coll" -B nccl --raw nccl --local "$ranks" -b 8 -e 8M -f 32 -w 2 -n 5 \
     --no-progress --predict off --format json --output "$out/bench-nccl-$coll.jsonl"
 done
