@@ -234,6 +234,25 @@ TEST(BenchE2E, CommkitRunProcesses) {
   EXPECT_EQ(r.output.find("COMMKIT_STORE_TOKEN"), std::string::npos) << r.output;
 }
 
+// -g 2 under a launcher: 2 processes x 2 threads = 4 ranks, numbered process-major.
+TEST(BenchE2E, CommkitRunRanksPerProcess) {
+  const auto run = BinDir() / "commkit-run";
+  if (!std::filesystem::exists(run)) GTEST_SKIP() << "commkit-run not built";
+  auto r = RunCommand(run.string() + " -n 2 -- " + Bench() +
+                      " allgather -B host -g 2 -b 64 -e 4K -f 8 -w 1 -n 2 --predict off --format json 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int rows = 0;
+  for (const std::string& line : Split(r.output, '\n', true)) {
+    const auto brace = line.find('{');
+    if (brace == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line.substr(brace));
+    EXPECT_EQ(j["nranks"], 4) << line;
+    EXPECT_EQ(j["wrong"], 0) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 6) << r.output;  // 64 B, 512 B, 4 KiB x 2 placements, printed once (rank 0)
+}
+
 TEST(BenchE2E, MpirunCompareAndRaw) {
   if (!HaveMpirun()) GTEST_SKIP() << "mpirun not installed";
   auto r = RunCommand("mpirun --allow-run-as-root --oversubscribe -np 2 -x COMMKIT_INLINE_BYTES=65536 " + Bench() +
