@@ -77,8 +77,22 @@ find_nccl() {
   done
 }
 read -r nccl_dir nccl_from <<< "$(find_nccl)"
+# The bundle's C++ runtime (lib/cxx) needs the glibc it was built with; the GPU machine's own libstdc++
+# is used instead whenever it has the newest GLIBCXX version the bundle asks for.
+cxx_from=""
+if [ -n "$bundle" ] && [ -d "$bundle/lib/cxx" ]; then
+  need=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("requires_glibcxx",""))' "$bundle/manifest.json" 2>/dev/null)
+  sys_cxx=$(ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 /{print $NF; exit}')
+  if [ -n "$need" ] && [ -n "$sys_cxx" ] && grep -q -a "$need" "$sys_cxx" 2>/dev/null; then
+    cxx_from="this machine ($sys_cxx has $need)"
+  else
+    cxx_from="the bundle (lib/cxx; this machine's libstdc++ lacks ${need:-the needed version})"
+    bundle_libs="$bundle/lib:$bundle/lib/cxx"
+  fi
+fi
 if [ -n "$bundle" ]; then
-  export LD_LIBRARY_PATH="$bundle/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="${bundle_libs:-$bundle/lib}${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "C++ runtime: from $cxx_from"
 elif [ -n "${nccl_dir:-}" ]; then
   export LD_LIBRARY_PATH="$nccl_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
