@@ -2,12 +2,14 @@
 """Scaling study for commkit-bench: sweeps rank counts, writes plots and a Markdown report.
 
 For each rank count N in --ranks, runs one commkit-bench sweep (mpirun when available, so that the
-gloo and mpi backends and the raw MPI baseline are measured in the same run; else --local N threads,
-gloo only) and collects the JSON lines. Then writes into --out:
+host, gloo and mpi backends and the raw MPI baseline are measured in the same run; else --local N
+threads, every backend of --backends but mpi) and collects the JSON lines. Then writes into --out:
   results.jsonl           every measurement (commkit-bench --format json rows, plus "run" = N; each
                           row's "reproduce" is the command commkit-bench reports for it)
-  busbw_vs_size.svg/.png  bus bandwidth vs size, one line per rank count and backend
-  efficiency.svg/.png     busbw(N) / busbw(reference) per size (reference: predictions, else N=2)
+  busbw_vs_size.svg/.png  bus bandwidth vs size, one line per rank count and backend (colour and
+                          marker name the backend, the line style the rank count)
+  efficiency.svg/.png     busbw(N) / busbw(reference) per size (reference: predictions, else N=2,
+                          which is then the 1.0 line itself and not drawn again)
   predicted_vs_measured.svg/.png
   report.md               summary tables, overhead vs raw MPI, and the command that reproduces it
 
@@ -40,7 +42,9 @@ def run_sweep(args, n):
         if args.raw:
             cmd += ["--raw", "mpi"]
     else:
-        cmd = common + ["--local", str(n), "--compare", "gloo"]
+        # Threads in one process: every backend but mpi (which needs mpirun).
+        local = ",".join(b for b in args.backends.split(",") if b and b != "mpi") or "host"
+        cmd = common + ["--local", str(n), "--compare", local]
     print("+", shlex.join(cmd), file=sys.stderr)
     out = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=args.timeout)
     rows = []
@@ -119,6 +123,66 @@ def fitted_predictions(rows, collective, ranks):
             "predictions": preds}
 
 
+BACKEND_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf"]
+BACKEND_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+RANK_LINESTYLES = ["-", "--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 3)), (0, (8, 2)), (0, (3, 1, 3, 5))]
+
+
+def series_styles(backends, ranks):
+    """(colour, marker, linestyle) per (backend, N): colour and marker name the backend, the line style
+    names the rank count, so every series differs from every other one (a single colour cycle repeats
+    after 10 series and made e.g. raw-mpi N=3 look like gloo N=2). Styles repeat only past 8 backends or
+    8 rank counts."""
+    backends = sorted(set(backends))
+    ranks = sorted(set(ranks))
+    styles = {}
+    for i, b in enumerate(backends):
+        for j, n in enumerate(ranks):
+            styles[(b, n)] = (BACKEND_COLORS[i % len(BACKEND_COLORS)], BACKEND_MARKERS[i % len(BACKEND_MARKERS)],
+                              RANK_LINESTYLES[j % len(RANK_LINESTYLES)])
+    return styles
+
+
+def efficiency_series(rows, predictions, use_predictions):
+    """{(backend, N): [(size, busbw / reference)]}. Reference: the predictions when given, else the same
+    backend's N=2 measurement; in that case the N=2 series is the reference itself (all 1.0, drawn as the
+    1.0 line) and is left out rather than drawn on top of that line."""
+    ref = {}
+    if use_predictions:
+        for p in predictions["predictions"]:
+            ref[(p.get("backend", "*"), p["nranks"], p["size"])] = p["busbw_gbps"]
+    meas = {(r["backend"], r["nranks"], r["size"]): r["busbw_gbps"] for r in rows}
+    out = {}
+    for (backend, n, size), bw in sorted(meas.items()):
+        if n < 2 or (not use_predictions and n == 2):
+            continue
+        base = ref.get((backend, n, size), ref.get(("*", n, size))) if use_predictions else meas.get((backend, 2, size))
+        if base:
+            out.setdefault((backend, n), []).append((size, bw / base))
+    return out
+
+
+def self_test():
+    """Checks the plot styling and the efficiency series without matplotlib (run by CTest)."""
+    backends = ["host", "gloo", "mpi", "raw-mpi"]
+    ranks = [1, 2, 3, 4]
+    styles = series_styles(backends, ranks)
+    assert len(set(styles.values())) == len(styles), "two series share colour, marker and line style"
+    for b in backends:
+        assert len({styles[(b, n)][2] for n in ranks}) == len(ranks), "rank counts of one backend look alike"
+    for n in ranks:
+        assert len({styles[(b, n)][0] for b in backends}) == len(backends), "backends at one N share a colour"
+    rows = [{"backend": b, "nranks": n, "size": 1024, "busbw_gbps": float(n)} for b in backends for n in ranks]
+    eff = efficiency_series(rows, {"predictions": []}, False)
+    assert all(n != 2 for (_, n) in eff), "N=2 is the reference (the 1.0 line), not a series"
+    assert eff[("gloo", 4)] == [(1024, 2.0)], eff
+    preds = {"predictions": [{"backend": "*", "nranks": n, "size": 1024, "busbw_gbps": 1.0} for n in ranks]}
+    eff = efficiency_series(rows, preds, True)
+    assert ("mpi", 2) in eff, "with predictions N=2 is measured against them and drawn"
+    assert "host" in parse_args([]).backends.split(","), "host is a default backend"
+    print("scale-study self-test: ok")
+
+
 def plot(args, rows, predictions):
     import matplotlib
     matplotlib.use("Agg")
@@ -127,13 +191,16 @@ def plot(args, rows, predictions):
     series = defaultdict(list)
     for r in rows:
         series[(r["backend"], r["nranks"])].append((r["size"], r["busbw_gbps"]))
+    styles = series_styles([b for b, _ in series] + [p.get("backend", "*") for p in predictions["predictions"]],
+                           [n for _, n in series] + [p["nranks"] for p in predictions["predictions"]])
     fig, ax = plt.subplots(figsize=(7, 4.2))
     for (backend, n), pts in sorted(series.items()):
         if n < 2:
             continue
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
-                label=f"{backend} N={n}", linestyle="-" if backend == "mpi" else "--" if backend == "gloo" else ":")
+        color, marker, linestyle = styles[(backend, n)]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, ms=4, linestyle=linestyle,
+                label=f"{backend} N={n}")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("size (bytes)")
@@ -144,25 +211,12 @@ def plot(args, rows, predictions):
     save(fig, args.out, "busbw_vs_size")
 
     # Efficiency vs reference.
-    ref = {}
-    ref_label = "N=2 measured"
-    if args.predictions:
-        ref_label = "prediction"
-        for p in predictions["predictions"]:
-            ref[(p.get("backend", "*"), p["nranks"], p["size"])] = p["busbw_gbps"]
+    ref_label = "prediction" if args.predictions else "N=2 measured (the 1.0 line)"
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    meas = {(r["backend"], r["nranks"], r["size"]): r["busbw_gbps"] for r in rows}
-    for (backend, n), pts in sorted(series.items()):
-        if n < 2:
-            continue
-        xs, ys = [], []
-        for size, bw in sorted(pts):
-            base = ref.get((backend, n, size), ref.get(("*", n, size))) if args.predictions else meas.get((backend, 2, size))
-            if base:
-                xs.append(size)
-                ys.append(bw / base)
-        if xs:
-            ax.plot(xs, ys, marker="o", ms=3, label=f"{backend} N={n}")
+    for (backend, n), pts in sorted(efficiency_series(rows, predictions, bool(args.predictions)).items()):
+        color, marker, linestyle = styles[(backend, n)]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, marker=marker, ms=4, linestyle=linestyle,
+                label=f"{backend} N={n}")
     ax.axhline(1.0, color="k", lw=0.8)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("size (bytes)")
@@ -176,20 +230,20 @@ def plot(args, rows, predictions):
     pred_series = defaultdict(list)
     for p in predictions["predictions"]:
         pred_series[(p.get("backend", "*"), p["nranks"])].append((p["size"], p["busbw_gbps"]))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, ((backend, n), pts) in enumerate(sorted(pred_series.items())):
-        c = colors[i % len(colors)]
+    for (backend, n), pts in sorted(pred_series.items()):
+        color, marker, linestyle = styles[(backend, n)]
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=c, linestyle="--", label=f"{backend} N={n} predicted")
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, linestyle=linestyle,
+                label=f"{backend} N={n} predicted")
         m = sorted(series.get((backend, n), []))
         if m:
-            ax.plot([p[0] for p in m], [p[1] for p in m], color=c, marker="o", ms=3, linestyle="none",
+            ax.plot([p[0] for p in m], [p[1] for p in m], color=color, marker=marker, ms=4, linestyle="none",
                     label=f"{backend} N={n} measured")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("size (bytes)")
     ax.set_ylabel("busbw (GB/s)")
-    ax.set_title("predicted (dashed) vs measured (dots); model: see report.md", fontsize=9)
+    ax.set_title("predicted (lines) vs measured (markers); model: see report.md", fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=6, ncol=2)
     save(fig, args.out, "predicted_vs_measured")
@@ -249,12 +303,12 @@ def report(args, rows, commands, predictions, argv):
         f.write("\n".join(lines))
 
 
-def main():
+def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bench", default=shutil.which("commkit-bench") or "build/bin/commkit-bench")
     p.add_argument("--ranks", default="1,2,3,4", help="comma-separated rank counts")
     p.add_argument("--collective", default="allreduce")
-    p.add_argument("--backends", default="gloo,mpi")
+    p.add_argument("--backends", default="host,gloo,mpi")
     p.add_argument("--raw", action="store_true", help="also the raw MPI baseline (mpirun only)")
     p.add_argument("--launcher", choices=["mpirun", "local"], default="mpirun" if shutil.which("mpirun") else "local")
     p.add_argument("-b", "--minbytes", default="8")
@@ -268,7 +322,15 @@ def main():
     p.add_argument("--port", type=int, default=29700)
     p.add_argument("--timeout", type=int, default=600)
     p.add_argument("--out", default="scale-study")
-    args = p.parse_args()
+    p.add_argument("--self-test", action="store_true", help="check the plot styling logic and exit")
+    return p.parse_args(argv)
+
+
+def main():
+    args = parse_args(sys.argv[1:])
+    if args.self_test:
+        self_test()
+        return
     args.ranks_list = [int(x) for x in args.ranks.split(",") if x]
     os.makedirs(args.out, exist_ok=True)
     rows, commands = [], []

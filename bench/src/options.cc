@@ -126,22 +126,36 @@ IterCounts ItersForSize(const BenchOptions& options, std::size_t bytes) {
   return c;
 }
 
+bool ProgressAllowed(const EnvMap& env, bool stderr_is_tty) {
+  if (env.contains("NO_COLOR")) return false;
+  if (auto term = env.find("TERM"); term != env.end() && term->second == "dumb") return false;
+  // These launchers forward the ranks' output through a pseudo-terminal of their own (Open MPI's
+  // iof), so isatty() is true in the rank even when mpirun's output is a file.
+  for (const char* launcher_var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}) {
+    if (env.contains(launcher_var)) return false;
+  }
+  return stderr_is_tty;
+}
+
 Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   BenchOptions o;
   CLI::App app{
       "commkit-bench: nccl-tests style sweeps of one collective over commkit process groups.\n"
       "Launch with commkit-run, mpirun or srun, or use --local N for N threads in one process.",
       argv.empty() ? "commkit-bench" : argv[0]};
-  std::string collective = "allreduce", backend = "gloo", compare, minb = "8", maxb = "1M", stepb = "0";
+  std::string collective = "allreduce", backend = "auto", compare, minb = "8", maxb = "1M", stepb = "0";
   std::string dtype = "float", op = "sum", format = "table";
   int check = 1, in_place_only = 0;
   bool out_of_place_only = false, in_place_flag = false, no_progress = false;
   app.add_option("collective", collective, "allreduce, allgather, reduce_scatter, broadcast, reduce, "
                                            "alltoall or sendrecv")
       ->capture_default_str();
-  app.add_option("-B,--backend", backend, "process-group backend (auto, host, gloo, mpi, nccl)")->capture_default_str();
+  app.add_option("-B,--backend", backend,
+                 "process-group backend (auto, host, gloo, mpi, nccl; nccl benchmarks device memory)")
+      ->capture_default_str();
   app.add_option("--compare", compare, "comma-separated backends run over the same sweep; prints ratios");
-  app.add_option("--raw", o.raw, "also run the library directly (mpi, gloo; host: commkit's engine without ProcessGroup) to measure wrapper overhead");
+  app.add_option("--raw", o.raw, "also run the library directly (mpi, gloo, nccl; host: commkit's engine without ProcessGroup) to "
+                 "measure wrapper overhead");
   app.add_option("-b,--minbytes", minb, "smallest size (K/M/G suffixes)")->capture_default_str();
   app.add_option("-e,--maxbytes", maxb, "largest size")->capture_default_str();
   app.add_option("-f,--stepfactor", o.step_factor, "multiply the size by this")->capture_default_str();
@@ -159,6 +173,18 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   app.add_option("--format", format, "table, json (JSON lines) or csv")->capture_default_str();
   app.add_option("--output", o.output_path, "write the results to this file instead of stdout");
   app.add_option("--local", o.local_ranks, "run N ranks as threads in this process (HashStore)");
+  app.add_option("-g,--ngpus", o.ranks_per_process,
+                 "ranks (threads) per launched process, one GPU each for device backends")
+      ->capture_default_str();
+  app.add_option("-z,--blocking", o.blocking,
+                 "0: enqueue timed calls back to back; 1: wait for each, then a barrier; 2: wait, no barrier")
+      ->capture_default_str();
+  app.add_option("-G,--cudagraph", o.graph_launches,
+                 "device backends: capture the timed calls in a CUDA graph and launch it N times (0: off)")
+      ->capture_default_str();
+  int aggregate = static_cast<int>(o.aggregate);
+  app.add_option("-a,--average", aggregate, "time over ranks: 0 rank 0, 1 mean, 2 min, 3 max")
+      ->capture_default_str();
   app.add_option("--timeout", o.timeout_s, "per-operation timeout in seconds")->capture_default_str();
   app.add_flag("--no-progress", no_progress, "no progress bar on stderr");
   int mismatch = 1;
@@ -193,9 +219,26 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   } else {
     o.backends = {backend};
   }
-  if (!o.raw.empty() && o.raw != "mpi" && o.raw != "gloo" && o.raw != "host") {
-    return Status::InvalidArgument(StrCat("commkit-bench: --raw '", o.raw, "': choose mpi, gloo or host"));
+  if (!o.raw.empty() && o.raw != "mpi" && o.raw != "gloo" && o.raw != "host" && o.raw != "nccl") {
+    return Status::InvalidArgument(StrCat("commkit-bench: --raw '", o.raw, "': choose mpi, gloo, host or nccl"));
   }
+  if (o.ranks_per_process < 1 || o.ranks_per_process > 64) {
+    return Status::InvalidArgument("commkit-bench: -g/--ngpus must be between 1 and 64");
+  }
+  if (o.local_ranks > 0 && o.ranks_per_process > 1 && o.ranks_per_process != o.local_ranks) {
+    return Status::InvalidArgument(StrCat("commkit-bench: --local ", o.local_ranks, " with -g ", o.ranks_per_process,
+                                          ": in one process -g is the number of local ranks; give one of them"));
+  }
+  if (o.blocking < 0 || o.blocking > 2) return Status::InvalidArgument("commkit-bench: -z/--blocking is 0, 1 or 2");
+  if (o.graph_launches < 0) return Status::InvalidArgument("commkit-bench: -G/--cudagraph must be >= 0");
+  if (o.graph_launches > 0 && o.blocking != 0) {
+    return Status::InvalidArgument(
+        "commkit-bench: -G captures the timed calls into a graph, which cannot wait between calls; drop -z");
+  }
+  if (aggregate < 0 || aggregate > 3) {
+    return Status::InvalidArgument("commkit-bench: -a/--average is 0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
+  }
+  o.aggregate = static_cast<TimeAggregate>(aggregate);
   COMMKIT_ASSIGN_OR_RETURN(o.min_bytes, ParseSize(minb));
   COMMKIT_ASSIGN_OR_RETURN(o.max_bytes, ParseSize(maxb));
   COMMKIT_ASSIGN_OR_RETURN(o.step_bytes, ParseSize(stepb));

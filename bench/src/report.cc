@@ -50,6 +50,7 @@ nlohmann::json CellWithPrediction(const ResultRow& row, const Measurement& m, co
     j["pred_busbw_gbps"] = row.pred_busbw_gbps;
     j["pred_algorithm"] = row.pred_algorithm;
   }
+  if (m.issue_us > 0) j["issue_us"] = m.issue_us;
   if (!row.reproduce.empty()) j["reproduce"] = row.reproduce;
   return j;
 }

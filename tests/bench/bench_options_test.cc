@@ -63,8 +63,13 @@ TEST(BenchOptions, DefaultsAndFullCommandLine) {
   auto d = Parse({});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(d->collective, BenchCollective::kAllreduce);
-  EXPECT_EQ(d->backends, std::vector<std::string>{"gloo"});
+  // "auto": the first backend available here for host memory, not gloo (which may not be built).
+  EXPECT_EQ(d->backends, std::vector<std::string>{"auto"});
   EXPECT_TRUE(d->in_place && d->out_of_place && d->check);
+  EXPECT_EQ(d->ranks_per_process, 1);
+  EXPECT_EQ(d->blocking, 0);
+  EXPECT_EQ(d->graph_launches, 0);
+  EXPECT_EQ(d->aggregate, TimeAggregate::kMax);
 
   auto o = Parse({"reduce_scatter", "-b", "1K", "-e", "1M", "-f", "4", "-d", "int32", "-o", "max", "-w", "1", "-n",
                   "3", "--format", "csv", "--compare", "gloo, mpi", "--local", "2", "-c", "0"});
@@ -83,6 +88,44 @@ TEST(BenchOptions, DefaultsAndFullCommandLine) {
   EXPECT_FALSE(o->check);
   EXPECT_TRUE(o->mismatch_check);
   EXPECT_FALSE(Parse({"--mismatch-check", "0"})->mismatch_check);
+}
+
+TEST(BenchOptions, NcclTestsDeviceOptions) {
+  auto o = Parse({"-B", "nccl", "--raw", "nccl", "-g", "4", "-G", "10", "-a", "1"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->backends, std::vector<std::string>{"nccl"});
+  EXPECT_EQ(o->raw, "nccl");
+  EXPECT_EQ(o->ranks_per_process, 4);
+  EXPECT_EQ(o->graph_launches, 10);
+  EXPECT_EQ(o->aggregate, TimeAggregate::kMean);
+  EXPECT_EQ(Parse({"-z", "1"})->blocking, 1);
+  EXPECT_EQ(Parse({"--blocking", "2"})->blocking, 2);
+  EXPECT_EQ(Parse({"--average", "0"})->aggregate, TimeAggregate::kRank0);
+  EXPECT_EQ(Parse({"-a", "2"})->aggregate, TimeAggregate::kMin);
+  EXPECT_EQ(Parse({"--local", "2", "-g", "2"})->local_ranks, 2);
+  ExpectError({"-z", "3"}, "-z/--blocking is 0, 1 or 2");
+  ExpectError({"-G", "-1"}, "-G/--cudagraph");
+  ExpectError({"-G", "5", "-z", "1"}, "drop -z");
+  ExpectError({"-a", "4"}, "-a/--average");
+  ExpectError({"-g", "0"}, "-g/--ngpus");
+  ExpectError({"--local", "2", "-g", "4"}, "give one of them");
+}
+
+TEST(BenchOptions, ProgressOnlyOnARealTerminal) {
+  EXPECT_TRUE(ProgressAllowed({}, true));
+  EXPECT_FALSE(ProgressAllowed({}, false));
+  // NO_COLOR (any value, even empty) and TERM=dumb turn terminal decorations off.
+  EXPECT_FALSE(ProgressAllowed({{"NO_COLOR", ""}}, true));
+  EXPECT_FALSE(ProgressAllowed({{"NO_COLOR", "1"}}, true));
+  EXPECT_FALSE(ProgressAllowed({{"TERM", "dumb"}}, true));
+  EXPECT_TRUE(ProgressAllowed({{"TERM", "xterm-256color"}}, true));
+  // Open MPI (and PMI/Slurm launchers) give ranks a pseudo-terminal even when the job's output is a
+  // file: the rank's isatty() is not the user's terminal.
+  EXPECT_FALSE(ProgressAllowed({{"OMPI_COMM_WORLD_RANK", "0"}}, true));
+  EXPECT_FALSE(ProgressAllowed({{"PMI_RANK", "0"}}, true));
+  EXPECT_FALSE(ProgressAllowed({{"SLURM_PROCID", "0"}}, true));
+  // commkit-run hands its children its own stderr: their isatty() is the truth.
+  EXPECT_TRUE(ProgressAllowed({{"COMMKIT_LAUNCHER", "commkit-run"}}, true));
 }
 
 TEST(BenchOptions, OnePlacementCollectives) {

@@ -1,9 +1,12 @@
 // commkit-bench: nccl-tests style size sweeps of one collective over commkit process groups, with
 // --compare across backends and --raw library baselines. See docs/benchmarks.md.
 //
-// Exit codes: 0 success, 1 runtime error, 2 bad arguments, 3 results verified wrong (#wrong > 0).
+// Exit codes: 0 success, 1 runtime error, 2 bad arguments (also an unknown backend), 3 results verified
+// wrong (#wrong > 0), 4 a requested backend cannot run on this machine (e.g. -B nccl without a GPU;
+// the reason is printed).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -20,8 +23,10 @@
 #include "commkit/comm/launch_env.h"
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/process_group.h"
+#include "commkit/comm/registry.h"
 #include "commkit/comm/rendezvous.h"
 #include "commkit/common/strings.h"
+#include "commkit/bench/device.h"
 
 namespace commkit::bench {
 namespace {
@@ -40,19 +45,86 @@ void ProgressBar(std::size_t done, std::size_t total, std::string_view what) {
   std::fflush(stderr);
 }
 
+// Where each backend's buffers live (host or device), from the registry. InvalidArgument for an
+// unknown name (exit 2), Unavailable with the reason for one that cannot run here (exit 4).
+Result<std::vector<MemoryKind>> ResolveBackends(const BenchOptions& o) {
+  std::vector<MemoryKind> memory;
+  const std::vector<BackendInfo> known = Registry::Default().List();
+  std::vector<std::string> names;
+  for (const BackendInfo& info : known) names.push_back(info.name);
+  for (const std::string& name : o.backends) {
+    if (name == "auto") {
+      memory.push_back(MemoryKind::kHost);
+      continue;
+    }
+    auto it = std::find_if(known.begin(), known.end(), [&](const BackendInfo& b) { return b.name == name; });
+    if (it == known.end()) {
+      return Status::InvalidArgument(StrCat("commkit-bench: unknown backend '", name, "'; this build knows ",
+                                            Join(names, ", "), " and auto"));
+    }
+    if (!it->available) {
+      return Status::Unavailable(StrCat("commkit-bench: backend '", name, "' cannot run on this machine: ",
+                                        it->reason));
+    }
+    if (it->memory == MemoryKind::kDevice) {
+      if (Status s = Device::Probe(); !s.ok()) {
+        return Status::Unavailable(StrCat("commkit-bench: backend '", name, "' needs device memory: ", s.message()));
+      }
+    }
+    memory.push_back(it->memory);
+  }
+  const bool any_device = std::find(memory.begin(), memory.end(), MemoryKind::kDevice) != memory.end();
+  if (o.graph_launches > 0 && !any_device) {
+    return Status::InvalidArgument("commkit-bench: -G (CUDA graph) needs a device backend such as -B nccl");
+  }
+  if (!o.raw.empty()) {
+    const bool first_device = memory[0] == MemoryKind::kDevice;
+    if ((o.raw == "nccl") != first_device) {
+      return Status::InvalidArgument(StrCat("commkit-bench: --raw ", o.raw, " runs on the first backend's buffers (",
+                                            o.backends[0], ": ", ToString(memory[0]), " memory); ",
+                                            first_device ? "use --raw nccl" : "--raw nccl needs -B nccl"));
+    }
+  }
+  return memory;
+}
+
 // Runs every backend (and the raw baseline) of the options on this rank. Collective over the ranks.
 RankOutcome RunRank(const std::shared_ptr<Store>& store, int rank, int nranks, int local_rank,
-                    const BenchOptions& o) {
+                    const BenchOptions& o, const std::vector<MemoryKind>& memory) {
   RankOutcome out;
-  const bool show_progress = rank == 0 && o.progress && isatty(STDERR_FILENO);
+  const bool show_progress = rank == 0 && o.progress && ProgressAllowed(CurrentEnvironment(), isatty(STDERR_FILENO) != 0);
+  // Device backends: this rank's GPU, and a host-memory group for barriers and the reductions of
+  // times and wrong counts (device groups take device buffers only).
+  std::unique_ptr<Device> device;
+  std::unique_ptr<ProcessGroup> control;
+  if (std::find(memory.begin(), memory.end(), MemoryKind::kDevice) != memory.end()) {
+    auto opened = Device::Open(local_rank);
+    if (!opened.ok()) {
+      out.status = opened.status();
+      return out;
+    }
+    device = std::move(*opened);
+    ProcessGroupOptions cgo;
+    cgo.name = "bench-control";
+    cgo.timeout = std::chrono::seconds(o.timeout_s);
+    cgo.local_rank = local_rank;
+    auto made = ProcessGroup::Create(std::make_shared<PrefixStore>("bench/control/", store), rank, nranks, cgo);
+    if (!made.ok()) {
+      out.status = made.status();
+      return out;
+    }
+    control = std::move(*made);
+  }
   for (std::size_t bi = 0; bi < o.backends.size(); ++bi) {
     const std::string& backend = o.backends[bi];
+    const bool on_device = memory[bi] == MemoryKind::kDevice;
     ProcessGroupOptions pgo;
     pgo.backend = backend;
     pgo.name = StrCat("bench-", backend);
     pgo.timeout = std::chrono::seconds(o.timeout_s);
     pgo.local_rank = local_rank;
     pgo.check_mismatch = o.mismatch_check;
+    if (on_device) pgo.device = device->index();  // the GPU the buffers are on
     auto group = ProcessGroup::Create(std::make_shared<PrefixStore>(StrCat("bench/", bi, "/"), store), rank,
                                       nranks, pgo);
     if (!group.ok()) {
@@ -60,6 +132,10 @@ RankOutcome RunRank(const std::shared_ptr<Store>& store, int rank, int nranks, i
       return out;
     }
     SweepOptions sweep;
+    if (on_device) {
+      sweep.device = device.get();
+      sweep.control = control.get();
+    }
     if (show_progress) sweep.progress = [&](std::size_t d, std::size_t t) { ProgressBar(d, t, backend); };
     auto rows = RunSweep(**group, o, sweep);
     if (!rows.ok()) {
@@ -68,7 +144,8 @@ RankOutcome RunRank(const std::shared_ptr<Store>& store, int rank, int nranks, i
     }
     out.rows.insert(out.rows.end(), rows->begin(), rows->end());
     if (bi == 0 && !o.raw.empty()) {
-      auto raw = MakeRawCollective(o.raw, o, rank, nranks, std::make_shared<PrefixStore>("bench/raw/", store));
+      auto raw = MakeRawCollective(o.raw, o, rank, nranks, std::make_shared<PrefixStore>("bench/raw/", store),
+                                   sweep.device);
       if (!raw.ok()) {
         out.status = raw.status();
         return out;
@@ -84,6 +161,33 @@ RankOutcome RunRank(const std::shared_ptr<Store>& store, int rank, int nranks, i
     }
   }
   return out;
+}
+
+// `count` ranks as threads of this process: ranks first_rank.., local ranks first_local.. (one GPU
+// each for device backends). Returns the outcomes in rank order.
+std::vector<RankOutcome> RunThreads(const std::shared_ptr<Store>& store, int first_rank, int count, int nranks,
+                                    int first_local, const BenchOptions& o, const std::vector<MemoryKind>& memory) {
+  std::vector<RankOutcome> outcomes(static_cast<std::size_t>(count));
+  if (count == 1) {
+    outcomes[0] = RunRank(store, first_rank, nranks, first_local, o, memory);
+    return outcomes;
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < count; ++t) {
+    threads.emplace_back([&, t] {
+      outcomes[static_cast<std::size_t>(t)] = RunRank(store, first_rank + t, nranks, first_local + t, o, memory);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return outcomes;
+}
+
+// The first error of the outcomes (OK when none).
+Status FirstError(const std::vector<RankOutcome>& outcomes) {
+  for (const RankOutcome& oc : outcomes) {
+    if (!oc.status.ok()) return oc.status;
+  }
+  return Status::Ok();
 }
 
 int Main(int argc, char** argv) {
@@ -102,23 +206,22 @@ int Main(int argc, char** argv) {
   const std::string reproduce =
       ReproduceCommand({.argv = args, .env = CurrentEnvironment(), .local = o.local_ranks > 0, .as_root = geteuid() == 0});
 
+  auto memory = ResolveBackends(o);
+  if (!memory.ok()) {
+    std::cerr << memory.status().message() << "\n";
+    return memory.status().code() == StatusCode::kUnavailable ? 4 : 2;
+  }
+
   std::vector<ResultRow> rows;
   int nranks = 0;
   bool print = false;
   if (o.local_ranks > 0) {
     nranks = o.local_ranks;
     auto store = std::make_shared<HashStore>();
-    std::vector<RankOutcome> outcomes(static_cast<std::size_t>(nranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < nranks; ++r) {
-      threads.emplace_back([&, r] { outcomes[static_cast<std::size_t>(r)] = RunRank(store, r, nranks, r, o); });
-    }
-    for (auto& t : threads) t.join();
-    for (const RankOutcome& oc : outcomes) {
-      if (!oc.status.ok()) {
-        std::cerr << oc.status.ToString() << "\n";
-        return 1;
-      }
+    std::vector<RankOutcome> outcomes = RunThreads(store, 0, nranks, nranks, 0, o, *memory);
+    if (Status s = FirstError(outcomes); !s.ok()) {
+      std::cerr << s.ToString() << "\n";
+      return 1;
     }
     rows = outcomes[0].rows;
     print = true;
@@ -129,15 +232,18 @@ int Main(int argc, char** argv) {
                 << "\n(launch with commkit-run, mpirun or srun, or use --local N)\n";
       return 1;
     }
-    nranks = rdzv->info.world_size;
-    RankOutcome oc = RunRank(rdzv->store, rdzv->info.rank, nranks, rdzv->info.local_rank, o);
-    if (!oc.status.ok()) {
-      std::cerr << oc.status.ToString() << "\n" << std::flush;
+    // -g G: G ranks per process, numbered process-major so that a node's ranks are contiguous.
+    const int g = o.ranks_per_process;
+    nranks = rdzv->info.world_size * g;
+    std::vector<RankOutcome> outcomes =
+        RunThreads(rdzv->store, rdzv->info.rank * g, g, nranks, rdzv->info.local_rank * g, o, *memory);
+    if (Status s = FirstError(outcomes); !s.ok()) {
+      std::cerr << s.ToString() << "\n" << std::flush;
       // Under mpirun, stop the other ranks rather than hang in MPI_Finalize waiting for them.
-      if (nranks > 1) AbortMpiOnError(1);
+      if (rdzv->info.world_size > 1) AbortMpiOnError(1);
       return 1;
     }
-    rows = std::move(oc.rows);
+    rows = std::move(outcomes[0].rows);
     print = rdzv->info.rank == 0;
   }
   if (print) {

@@ -12,6 +12,9 @@ std::vector<std::string> RawLibraries() {
 #if defined(COMMKIT_BENCH_RAW_GLOO)
   libs.emplace_back("gloo");
 #endif
+#if defined(COMMKIT_BENCH_RAW_NCCL)
+  libs.emplace_back("nccl");
+#endif
   return libs;
 }
 
@@ -24,10 +27,19 @@ void AbortMpiOnError(int code) {
 }
 
 Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
-                                                         int nranks, std::shared_ptr<Store> store) {
+                                                         int nranks, std::shared_ptr<Store> store, Device* device) {
+  if (device != nullptr && lib != "nccl") {
+    return Status::InvalidArgument(StrCat("commkit-bench: --raw ", lib,
+                                          " takes host buffers; with a device backend use --raw nccl"));
+  }
   if (lib == "host") return raw::MakeHost(options, rank, nranks, std::move(store));
 #if defined(COMMKIT_BENCH_RAW_MPI)
   if (lib == "mpi") return raw::MakeMpi(options, rank, nranks);
+#endif
+#if defined(COMMKIT_BENCH_RAW_NCCL)
+  if (lib == "nccl") return raw::MakeNccl(options, rank, nranks, std::move(store), device);
+#else
+  (void)device;
 #endif
 #if defined(COMMKIT_BENCH_RAW_GLOO)
   if (lib == "gloo") return raw::MakeGloo(options, rank, nranks, std::move(store));

@@ -11,6 +11,9 @@ void AbortMpi(int code);
 // commkit's host backend through Backend::Run, without ProcessGroup (always built).
 Result<std::unique_ptr<RawCollective>> MakeHost(const BenchOptions& options, int rank, int nranks,
                                                 std::shared_ptr<commkit::Store> store);
+// NCCL on the rank's device buffers and stream (device.h).
+Result<std::unique_ptr<RawCollective>> MakeNccl(const BenchOptions& options, int rank, int nranks,
+                                                std::shared_ptr<commkit::Store> store, Device* device);
 Result<std::unique_ptr<RawCollective>> MakeGloo(const BenchOptions& options, int rank, int nranks,
                                                 std::shared_ptr<commkit::Store> store);
 

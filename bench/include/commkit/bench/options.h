@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "commkit/bench/collective.h"
+#include "commkit/comm/launch_env.h"
 #include "commkit/comm/types.h"
 #include "commkit/common/status.h"
 
@@ -17,10 +18,13 @@ namespace commkit::bench {
 enum class OutputFormat : unsigned char { kTable, kJson, kCsv };
 std::string_view ToString(OutputFormat format);
 
+// -a: how the per-rank times of a size combine into the reported time (nccl-tests' numbering).
+enum class TimeAggregate : unsigned char { kRank0 = 0, kMean = 1, kMin = 2, kMax = 3 };
+
 struct BenchOptions {
   BenchCollective collective = BenchCollective::kAllreduce;
-  std::vector<std::string> backends = {"gloo"};  // one, or several with --compare
-  std::string raw;                 // --raw <lib>: also run the library directly ("mpi", "gloo")
+  std::vector<std::string> backends = {"auto"};  // one, or several with --compare
+  std::string raw;                 // --raw <lib>: also run the library directly ("mpi", "gloo", "host", "nccl")
   std::size_t min_bytes = 8;       // -b
   std::size_t max_bytes = 1 << 20;  // -e
   double step_factor = 2;          // -f (used when step_bytes == 0)
@@ -39,8 +43,18 @@ struct BenchOptions {
   OutputFormat format = OutputFormat::kTable;
   std::string output_path;         // --output FILE (stdout when empty)
   int local_ranks = 0;             // --local N: N threads in this process over a HashStore
+  // -g G: ranks (threads) per launched process, each on its own GPU for device backends: a job of P
+  // processes has P * G ranks (rank = process rank * G + thread). With --local, -g is --local's N.
+  int ranks_per_process = 1;
+  // -z: 0 enqueue the timed calls back to back; 1 wait for each call to complete, then a barrier;
+  // 2 wait for each call, no barrier (nccl-tests' -z 1 and 2). Host backends always complete each call.
+  int blocking = 0;
+  // -G N: device backends: capture the timed calls into a CUDA graph and launch it N times; time =
+  // elapsed / (iters * N). 0: no graph.
+  int graph_launches = 0;
+  TimeAggregate aggregate = TimeAggregate::kMax;  // -a
   int timeout_s = 120;             // per-operation timeout
-  bool progress = true;            // progress bar on a TTY (--no-progress)
+  bool progress = true;            // progress bar on a terminal (--no-progress; see ProgressAllowed)
   // ProcessGroupOptions::check_mismatch (one extra 16-byte allreduce per collective when on);
   // --mismatch-check 0 measures the wrapper without it. COMMKIT_CHECK_MISMATCH still overrides.
   bool mismatch_check = true;
@@ -69,6 +83,12 @@ struct IterCounts {
   int iters = 0;
 };
 IterCounts ItersForSize(const BenchOptions& options, std::size_t bytes);
+
+// Whether the progress bar may be drawn on stderr: never with NO_COLOR set (any value) or TERM=dumb,
+// nor under Open MPI, MPICH/Intel MPI or Slurm, whose launchers hand ranks a pseudo-terminal even when
+// the job's output goes to a file (the rank cannot see the real stdout); otherwise when stderr is a
+// terminal. Pure, so that it is unit-tested; the caller passes isatty(STDERR_FILENO).
+bool ProgressAllowed(const EnvMap& env, bool stderr_is_tty);
 
 // Parses the command line (argv[0] is the program name). `--help` returns a Status with code
 // kAborted whose message is the help text (print it, exit 0); other errors are InvalidArgument.

@@ -14,7 +14,9 @@
 
 namespace commkit::bench {
 
-// The libraries compiled into this build ("mpi", ...).
+class Device;  // bench/src/device/device.h: the rank's GPU for device backends
+
+// The libraries compiled into this build ("host", "mpi", "gloo", "nccl").
 std::vector<std::string> RawLibraries();
 
 // For a rank about to exit on an error while MPI is initialised in this process (by --raw mpi or the
@@ -28,8 +30,10 @@ void AbortMpiOnError(int code);
 // (must match the library's own rank numbering). Unavailable when the library is not compiled in or
 // not launched suitably (MPI outside mpirun/srun, or --local threads); NotSupported for a
 // collective/type/op the library lacks.
-// `store` is the job's store (gloo connects its own context through it; mpi ignores it).
+// `store` is the job's store (gloo and nccl connect through it; mpi ignores it). `device` is the rank's
+// GPU when the buffers are device memory (required by "nccl", which enqueues on its stream).
 Result<std::unique_ptr<RawCollective>> MakeRawCollective(std::string_view lib, const BenchOptions& options, int rank,
-                                                         int nranks, std::shared_ptr<Store> store = nullptr);
+                                                         int nranks, std::shared_ptr<Store> store = nullptr,
+                                                         Device* device = nullptr);
 
 }  // namespace commkit::bench

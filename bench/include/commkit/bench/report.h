@@ -19,6 +19,9 @@ struct Measurement {
   double algbw_gbps = 0;
   double busbw_gbps = 0;
   long long wrong = -1;     // elements wrong, summed over ranks; -1: not checked
+  // Device backends: host time to issue one call (enqueue, without waiting for the GPU), combined over
+  // ranks like time_us; 0 for host backends, whose calls complete before they return.
+  double issue_us = 0;
 };
 
 struct ResultRow {
@@ -50,7 +53,7 @@ std::string TableFooter(const std::vector<ResultRow>& rows);
 // One JSON object per row and placement, newline-terminated, keys: backend, collective, size, count,
 // type, redop, root, nranks, placement ("out_of_place"/"in_place"), time_us, algbw_gbps, busbw_gbps,
 // wrong, warmup, iters; plus pred_busbw_gbps and pred_algorithm when the row has a prediction, and
-// reproduce (the command line) when the row has one. Every line is a measurement, so that consumers
+// reproduce (the command line) when the row has one; issue_us for device backends. Every line is a measurement, so that consumers
 // reading each line as a row (scripts/scale-study.py, gloo-algorithm-sweep.py) keep working.
 std::string JsonLines(const ResultRow& row);
 

@@ -2,10 +2,15 @@
 // options; collective in the SPMD sense). Blocking; every operation is bounded by options.timeout_s.
 //
 // Per size and placement: fill deterministic per-rank patterns, `warmup` untimed calls, then `iters`
-// timed calls (each waited), time = elapsed / iters, max over ranks (an allreduce-max on the group
-// itself); then, with checking on, the inputs are refilled, one more call is made and every element
-// of the output is compared with the value computed locally from the patterns; the wrong counts are
-// summed over ranks. The rows are identical on every rank.
+// timed calls, time = elapsed / iters, combined over ranks as -a says (max by default; an allreduce on
+// the control group); then, with checking on, the inputs are refilled, one more call is made and every
+// element of the output is compared with the value computed locally from the patterns; the wrong
+// counts are summed over ranks. The rows are identical on every rank.
+//
+// Host backends: every call is waited; time is the host clock. Device backends (SweepOptions::device
+// set): the buffers are cudaMalloc'ed on the rank's GPU, the calls are enqueued on its stream (waited
+// only with -z), time is CUDA events on that stream around the timed calls (or around -G graph
+// launches of the captured calls), and results are copied back to the host and checked there.
 #pragma once
 
 #include <functional>
@@ -41,10 +46,16 @@ struct RawCollective {
   std::function<Status(const void* send, void* recv, const BufferCounts& counts)> run;
 };
 
+class Device;
+
 struct SweepOptions {
   ProgressFn progress;                     // may be empty
   const RawCollective* raw = nullptr;      // time this instead of the process group (the group is still
                                            // used for barriers, the time maximum and wrong counts)
+  Device* device = nullptr;                // device buffers on this GPU (device backends), else host
+  // Barriers, the time over ranks and the wrong counts run here (a host-memory group over the same
+  // ranks); nullptr: on the measured group itself (host backends).
+  ProcessGroup* control = nullptr;
 };
 
 Result<std::vector<ResultRow>> RunSweep(ProcessGroup& group, const BenchOptions& options,
