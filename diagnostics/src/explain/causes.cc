@@ -1,0 +1,579 @@
+#include "causes.h"
+
+#include <algorithm>
+#include <map>
+
+#include "commkit/common/strings.h"
+
+namespace commkit::diagnostics::explain {
+
+namespace {
+
+struct Family {
+  const char* id;
+  const char* fix;
+  const char* confirm;
+  const char* basis;
+};
+
+// Fixes and sources per cause family (ids shared with the labelled corpus; see docs/gpudoctor.md).
+const Family kFamilies[] = {
+    {"shm.space",
+     "Enlarge /dev/shm: docker --shm-size=1g (or --ipc=host); Kubernetes: an emptyDir {medium: Memory} volume mounted at "
+     "/dev/shm; free stale /dev/shm/nccl-* files. Workaround: NCCL_SHM_DISABLE=1 (slower intra-node path)",
+     "df -h /dev/shm (inside the container/pod); gpudoctor --only env.shm",
+     "NCCL troubleshooting guide, 'Docker' / shared memory (docs.nvidia.com/deeplearning/nccl/user-guide/docs/"
+     "troubleshooting.html); pytorch/ci-infra#490 (settled: emptyDir medium Memory)"},
+    {"shm.other",
+     "Make all local ranks share one /dev/shm (same container, --ipc=host); try another NCCL release; workaround "
+     "NCCL_SHM_DISABLE=1",
+     "df -h /dev/shm; ls -la /dev/shm/nccl-*; NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,SHM",
+     "NCCL environment variables: NCCL_SHM_DISABLE (docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html)"},
+    {"socket.ifname_missing",
+     "Set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to an interface that exists and has an address on every node "
+     "(e.g. NCCL_SOCKET_IFNAME=eno1, or a prefix list / ^docker,lo exclusion), or unset it",
+     "ip -br addr (on each node); gpudoctor --only env.nccl",
+     "NCCL env docs, NCCL_SOCKET_IFNAME; pytorch/pytorch threads where naming an existing interface fixed "
+     "'no socket interface found' / the garbage address family"},
+    {"socket.wrong_interface",
+     "Point NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) at the interface the nodes route between, or exclude virtual "
+     "ones: NCCL_SOCKET_IFNAME=^docker,lo,veth,virbr",
+     "ip -br addr; ip route get <peer ip>; gpudoctor cluster (pairwise reachability)",
+     "NCCL env docs, NCCL_SOCKET_IFNAME (default excludes docker*/lo only)"},
+    {"socket.unreachable",
+     "Open the ports between nodes (firewall / security group: all TCP between the job's nodes, or NCCL_PORT_RANGE / "
+     "MASTER_PORT), check MASTER_ADDR resolves to a reachable address on every node",
+     "nc -l <port> on one node and nc <ip> <port> from the other; gpudoctor cluster",
+     "NVIDIA/nccl-tests#162 (maintainer: firewall / nc connectivity test)"},
+    {"socket.peer_closed",
+     "Find the rank that failed first: its own log carries the real error (this rank only saw the connection drop)",
+     "gpudoctor explain rank*.log (all ranks' logs together)",
+     "NCCL troubleshooting guide: 'remote process exited or there was a network error' is reported by the survivor"},
+    {"store.rendezvous_timeout",
+     "Make every rank reach init: same MASTER_ADDR/MASTER_PORT and WORLD_SIZE on all nodes, the master reachable on "
+     "that port, no rank crashing before init; raise the timeout only if ranks are merely slow",
+     "check each rank's log for an earlier error; nc -vz $MASTER_ADDR $MASTER_PORT from every node",
+     "PyTorch distributed docs (init_process_group, TCPStore timeout)"},
+    {"store.port_in_use",
+     "Use a free MASTER_PORT (or --master_port / --main_process_port), or stop the earlier job still holding it",
+     "ss -ltnp | grep <port>",
+     "PyTorch forums / threads: TCPStore bind fails with EADDRINUSE when a previous run holds MASTER_PORT"},
+    {"cuda.driver_too_old",
+     "Install a driver that supports the CUDA version the framework / NCCL was built for (or use the CUDA forward-"
+     "compat package on datacenter GPUs, or a build for the older CUDA)",
+     "nvidia-smi (driver's CUDA version) vs the runtime's (python -c 'import torch; print(torch.version.cuda)')",
+     "CUDA runtime API: cudaErrorInsufficientDriver (35); CUDA compatibility guide"},
+    {"cuda.no_device",
+     "Check CUDA_VISIBLE_DEVICES and LOCAL_RANK -> device mapping, that the GPUs are passed into the container "
+     "(--gpus all / nvidia runtime), and that the driver is loaded",
+     "nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES; gpudoctor --only gpu",
+     "CUDA runtime API: cudaErrorNoDevice (100), cudaErrorInvalidDevice (101)"},
+    {"cuda.system_not_ready",
+     "On NVSwitch systems start nvidia-fabricmanager (same version as the driver): systemctl enable --now "
+     "nvidia-fabricmanager",
+     "systemctl status nvidia-fabricmanager; nvidia-smi -q | grep -i -A2 fabric",
+     "CUDA runtime API: cudaErrorSystemNotReady (802); NVIDIA/nccl-tests#264 (fabric manager)"},
+    {"cuda.oom",
+     "Leave GPU memory for NCCL (lower the framework's memory fraction / batch size), check for other processes on the "
+     "GPU, reduce NCCL buffers (NCCL_BUFFSIZE) or channels",
+     "nvidia-smi (memory used, other processes)",
+     "CUDA runtime API: cudaErrorMemoryAllocation (2)"},
+    {"cuda.illegal_access",
+     "A kernel faulted: run with CUDA_LAUNCH_BLOCKING=1 and compute-sanitizer to find it; check dmesg for Xid errors "
+     "(hardware) and upgrade NCCL / the framework if a known bug",
+     "dmesg -T | grep -i xid; compute-sanitizer python ...",
+     "CUDA runtime API: cudaErrorIllegalAddress (700); NVIDIA Xid catalog"},
+    {"gpu.duplicate",
+     "Give each rank its own GPU: torch.cuda.set_device(LOCAL_RANK) before init, no hard-coded cuda:0, and no more "
+     "processes per node than GPUs",
+     "echo $LOCAL_RANK $CUDA_VISIBLE_DEVICES per rank; nvidia-smi -L",
+     "NCCL: 'Duplicate GPU detected' is ncclInvalidUsage (init.cc); threads settled by setting the device per rank"},
+    {"p2p.unsupported",
+     "These GPUs have no peer access: NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL), disable features that need P2P "
+     "(TensorRT-LLM / vLLM custom all-reduce); on bare metal check ACS/IOMMU settings",
+     "nvidia-smi topo -p2p r; nvidia-smi topo -m",
+     "CUDA runtime API: cudaErrorPeerAccessUnsupported (217); NCCL troubleshooting guide, PCI ACS"},
+    {"nvls.fabricmanager",
+     "Reset the GPUs / reboot after a fabric manager stop-start (Fabric Manager user guide), or disable NVLS with "
+     "NCCL_NVLS_ENABLE=0",
+     "systemctl status nvidia-fabricmanager; nvidia-smi -q | grep -i -A3 fabric",
+     "NVIDIA/nccl#1488 (settled: fabric manager restarted without GPU reset)"},
+    {"ib.memlock",
+     "Raise the locked-memory limit for the job: ulimit -l unlimited (limits.conf memlock), Slurm "
+     "PropagateResourceLimits / LimitMEMLOCK=infinity, docker --ulimit memlock=-1 (or --privileged for RDMA)",
+     "ulimit -l (inside the job: srun bash -c 'ulimit -l'); gpudoctor --only env.memlock",
+     "NCCL troubleshooting guide, 'InfiniBand' (memlock); NVIDIA/nccl#562"},
+    {"ib.gid_index",
+     "Use the RoCEv2 IPv4 GID: NCCL_IB_GID_INDEX=<index from show_gids> (often 3), or NCCL_IB_ADDR_FAMILY=AF_INET / "
+     "NCCL_IB_ROCE_VERSION_NUM=2 with NCCL >= 2.21",
+     "show_gids; ibv_devinfo -v | grep -i -e gid -e link_layer",
+     "NCCL env docs, NCCL_IB_GID_INDEX / NCCL_IB_ADDR_FAMILY"},
+    {"ib.completion_error",
+     "Check the fabric: link errors and MTU (ibv_devinfo -v active_mtu on both ends, switch MTU), PCI ACS disabled on "
+     "the GPU/NIC path, RoCE PFC/ECN; run the IB tests between the two hosts",
+     "ibv_devinfo -v; ib_write_bw between the two hosts; perfquery / ethtool -S <if> | grep -i err; lspci -vvv | "
+     "grep -i acsctl",
+     "NCCL troubleshooting guide, 'PCI Access Control Services (ACS)' and InfiniBand errors; ibv_wc_status_str"},
+    {"ib.no_device",
+     "Expose the RDMA devices (/dev/infiniband) to the job/container, check NCCL_IB_HCA names existing devices, load "
+     "the net plugin that matches (NCCL_NET_PLUGIN)",
+     "ibv_devices; ls /dev/infiniband; gpudoctor --only net.ib",
+     "NCCL env docs, NCCL_IB_HCA / NCCL_NET_PLUGIN"},
+    {"ib.gdr",
+     "Load nvidia_peermem (modprobe nvidia_peermem) or use DMA-BUF (NCCL_DMABUF_ENABLE=1, kernel >= 5.12); NCCL <= "
+     "2.22.3 only detects the old nv_peer_mem module",
+     "lsmod | grep -e peermem -e nv_peer; gpudoctor --only gpu.gdr",
+     "NVIDIA/nccl#1676 (settled: nvidia_peermem not detected by NCCL <= 2.22.3)"},
+    {"efa.provider",
+     "Install the EFA software (libfabric with the efa provider) and the aws-ofi-nccl plugin, and pass the EFA devices "
+     "(/dev/infiniband/uverbs*) into the container",
+     "fi_info -p efa; ls /dev/infiniband; gpudoctor --only net.efa",
+     "aws-ofi-nccl README / issues #1020 (fi_getinfo empty when /dev/infiniband is not in the container)"},
+    {"topo.file",
+     "Unset NCCL_TOPO_FILE or give the file matching this machine (aws-ofi-nccl >= 1.11 generates it); upgrade NCCL if "
+     "it cannot parse the file",
+     "echo $NCCL_TOPO_FILE; NCCL_TOPO_DUMP_FILE=/tmp/topo.xml to compare",
+     "aws/aws-ofi-nccl#785 (maintainer: static topology file lacks CPU attributes)"},
+    {"nccl.version_mismatch",
+     "Use one NCCL version on every node (same container image / wheel); check LD_LIBRARY_PATH for a second libnccl",
+     "NCCL_DEBUG=VERSION on every node; gpudoctor --only nccl.libraries",
+     "NVIDIA/nccl#1267 (mixed 2.17/2.19/2.20 across nodes)"},
+    {"nccl.bug", "Upgrade NCCL to the latest release (see its release notes for the fix)",
+     "NCCL_DEBUG=INFO on the failing rank; compare with the NCCL release notes", "NCCL release notes"},
+    {"collective.mismatch",
+     "Ranks issued different collectives (order, op or size): make every rank call the same collectives in the same "
+     "order (rank-dependent branches, uneven data, skipped steps)",
+     "TORCH_DISTRIBUTED_DEBUG=DETAIL (collective fingerprints); TORCH_NCCL_TRACE_BUFFER_SIZE=20000 "
+     "TORCH_NCCL_DUMP_ON_TIMEOUT=1 then compare flight-recorder dumps",
+     "PyTorch docs: TORCH_DISTRIBUTED_DEBUG=DETAIL collective desync detection; flight recorder"},
+    {"collective.timeout",
+     "A rank is slow, stuck or dead inside a collective: find it (the rank that did not reach this SeqNum, or the one "
+     "whose log ends early), then its cause (data loader, deadlock, crash); raise the timeout only for slow steps",
+     "TORCH_NCCL_TRACE_BUFFER_SIZE=20000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 (flight recorder), py-spy dump on the hung "
+     "ranks, NCCL_DEBUG=INFO",
+     "PyTorch ProcessGroupNCCL watchdog docs; flight recorder tutorial"},
+    {"host.oom",
+     "The host ran out of memory and the kernel killed a rank: reduce host memory use (data loader workers, pinned "
+     "memory) or give the job more memory (container / Slurm --mem)",
+     "dmesg -T | grep -i -e oom -e 'killed process'; free -g", "Linux OOM killer (SIGKILL, exit code -9 / 137)"},
+};
+
+const Family* FindFamily(std::string_view id) {
+  for (const Family& f : kFamilies)
+    if (id == f.id) return &f;
+  return nullptr;
+}
+
+// The decimal number at l[pos...], or -1.
+long long NumAt(const std::string& l, std::size_t pos) {
+  long long v = -1;
+  for (std::size_t i = pos; i < l.size() && i < pos + 18 && l[i] >= '0' && l[i] <= '9'; ++i) v = (v < 0 ? 0 : v * 10) + (l[i] - '0');
+  return v;
+}
+
+bool Any(const std::string& l, std::initializer_list<const char*> words) {
+  for (const char* w : words)
+    if (l.find(w) != std::string::npos) return true;
+  return false;
+}
+
+Confidence ConfidenceFor(int score, bool proven) {
+  if (proven && score >= 80) return Confidence::kHigh;
+  if (score >= 50) return Confidence::kMedium;
+  return Confidence::kLow;
+}
+
+class Candidates {
+ public:
+  explicit Candidates(const std::vector<std::string>& names) : names_(names) {}
+
+  // Adds (or strengthens) a candidate. `proven`: the log alone shows this cause.
+  void Hit(std::string_view id, int score, bool proven, std::string cause, const Message* m) {
+    Diagnosis& d = by_id_[std::string(id)];
+    Confidence c = ConfidenceFor(score, proven);
+    if (d.signature.empty() || score > d.score || (c > d.confidence)) {
+      if (d.signature.empty() || score >= d.score) d.cause = std::move(cause);
+      d.score = std::max(d.score, score);
+      d.confidence = std::max(d.confidence, c);
+      d.signature = std::string(id);
+    }
+    if (m != nullptr) Add(d, *m);
+  }
+  void AddEvidence(std::string_view id, const Message& m) {
+    auto it = by_id_.find(std::string(id));
+    if (it != by_id_.end()) Add(it->second, m);
+  }
+  bool Has(std::string_view id) const { return by_id_.count(std::string(id)) != 0; }
+  Diagnosis* Get(std::string_view id) {
+    auto it = by_id_.find(std::string(id));
+    return it == by_id_.end() ? nullptr : &it->second;
+  }
+
+  std::vector<Diagnosis> Take() {
+    std::vector<Diagnosis> out;
+    for (auto& [id, d] : by_id_) {
+      if (const Family* f = FindFamily(id)) {
+        d.fix = f->fix;
+        d.confirm = f->confirm;
+        d.basis = f->basis;
+      }
+      out.push_back(std::move(d));
+    }
+    std::stable_sort(out.begin(), out.end(), [](const Diagnosis& a, const Diagnosis& b) {
+      if (a.confidence != b.confidence) return a.confidence > b.confidence;
+      if (a.score != b.score) return a.score > b.score;
+      int la = a.evidence.empty() ? 1 << 30 : a.evidence.front().line;
+      int lb = b.evidence.empty() ? 1 << 30 : b.evidence.front().line;
+      return la < lb;
+    });
+    return out;
+  }
+
+ private:
+  void Add(Diagnosis& d, const Message& m) {
+    if (d.evidence.size() >= 6) return;
+    EvidenceLine e = Evidence(m, names_);
+    for (const EvidenceLine& x : d.evidence)
+      if (x.line == e.line && x.source == e.source) return;
+    d.evidence.push_back(std::move(e));
+  }
+  const std::vector<std::string>& names_;
+  std::map<std::string, Diagnosis> by_id_;
+};
+
+bool IsVirtualInterface(std::string_view n) {
+  for (std::string_view p : {"docker", "veth", "virbr", "br-", "lo", "cni", "flannel", "cali", "tun", "vxlan"})
+    if (n.rfind(p, 0) == 0 && !(p == "lo" && n.size() > 2 && n != "lo")) return true;
+  return false;
+}
+
+// Does an NCCL_SOCKET_IFNAME value (prefix list, ^exclusions, =exact) name one of `ifs`?
+bool IfnameMatchesAny(std::string value, const std::vector<std::string>& ifs) {
+  if (value.empty() || value.front() == '^') return true;  // exclusion lists cannot be checked this way
+  bool exact = value.front() == '=';
+  if (exact) value.erase(0, 1);
+  for (const std::string& want : Split(value, ',', true))
+    for (const std::string& have : ifs)
+      if (exact ? have == want : have.rfind(want, 0) == 0) return true;
+  return false;
+}
+
+std::string Capture(const Message& m, std::size_t i) {
+  return i < m.match.captures.size() ? m.match.captures[i] : std::string();
+}
+
+void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool efa_ctx) {
+  const LogFacts& f = ctx.facts;
+  auto env = [&](const char* k) {
+    auto it = f.env.find(k);
+    return it == f.env.end() ? std::string() : it->second;
+  };
+  std::string ifname = env("NCCL_SOCKET_IFNAME");
+  if (ifname.empty()) ifname = env("GLOO_SOCKET_IFNAME");
+  bool enospc_anywhere = std::find(f.errnos.begin(), f.errnos.end(), "ENOSPC") != f.errnos.end();
+  bool roce = std::find(f.link_layers.begin(), f.link_layers.end(), "RoCE") != f.link_layers.end();
+
+  for (const Message& m : ctx.messages) {
+    const std::string& l = m.lower;
+    const std::string topic = m.match.entry != nullptr ? m.match.entry->topic : std::string();
+    bool err = LooksLikeError(m);
+    if (!err) {
+      // Informational lines only feed facts, with two exceptions (warnings NCCL prints at INFO level).
+      if (Any(l, {"gpu direct rdma disabled", "peer access device"}) == false) continue;
+    }
+
+    // --- shared memory
+    bool shm = Any(l, {"/dev/shm", "shared memory", "shm", "posix_fallocate", "fallocate", "failed to extend"}) ||
+               topic == "shm";
+    if (shm) {
+      if (Any(l, {"no space left on device", "enospc", "error 28", "(28)"}))
+        c.Hit("shm.space", 95, true, "/dev/shm is full or too small: NCCL's shared-memory segment could not be "
+              "allocated (ENOSPC)", &m);
+      else if (Any(l, {"error while creating shared memory", "failed to create shared memory", "unable to allocate "
+                       "shared memory", "failed to extend", "posix_fallocate failed", "shm_open"}))
+        c.Hit("shm.space", enospc_anywhere ? 92 : 72, enospc_anywhere,
+              "Creating NCCL's /dev/shm segment failed; by far the usual cause is a /dev/shm too small for the "
+              "segments (container default 64 MB)", &m);
+      else if (Any(l, {"attach", "open", "unlink", "cuda failure", "mmap", "shm"}))
+        c.Hit("shm.other", 40, false, "An NCCL shared-memory operation failed (not a space error)", &m);
+    }
+
+    // --- interfaces and sockets
+    if (Any(l, {"no socket interface found", "no usable interface", "no interface found", "unable to find address for",
+                "no socket interface"})) {
+      bool proven = !ifname.empty() && !IfnameMatchesAny(ifname, f.interfaces);
+      if (Contains(l, "unable to find address for")) proven = true;  // Gloo names the interface it was told to use
+      c.Hit("socket.ifname_missing", proven ? 92 : 72, proven,
+            ifname.empty() ? "No network interface matches the socket interface setting"
+                           : "NCCL_SOCKET_IFNAME=" + ifname + " names no interface with an address on this host",
+            &m);
+    }
+    if (Any(l, {"is neither af_inet", "unsupported address family", "unsupported ip family"})) {
+      long long fam = -1;
+      std::size_t at = l.find("family ");
+      if (at != std::string::npos) fam = NumAt(l, at + 7);
+      if (fam == 0 && ifname.empty()) {
+        c.Hit("nccl.version_mismatch", 45, false, "A peer sent an address with family 0 (seen with mixed NCCL versions "
+              "across nodes)", &m);
+      } else {
+        bool proven = !ifname.empty();
+        c.Hit("socket.ifname_missing", proven ? 88 : 65, proven,
+              (ifname.empty() ? std::string("No usable socket interface")
+                              : "NCCL_SOCKET_IFNAME=" + ifname + " matches no usable interface") +
+                  ": NCCL connected with an uninitialised address (family " + std::to_string(fam) + ")",
+              &m);
+      }
+    }
+    bool connect_fail = Any(l, {"connection refused", "no route to host", "connection timed out", "network is "
+                                "unreachable", "call to connect", "connect to ", "failed to connect", "connect failed",
+                                "software caused connection abort", "connection timeout"});
+    bool peer_closed = Any(l, {"connection closed by remote peer", "connection closed by peer", "connection reset by "
+                               "peer", "remote process exited", "remote peer closed", "broken pipe", "socket closed",
+                               "peer has closed", "remote end closed"});
+    if (peer_closed)
+      c.Hit("socket.peer_closed", 42, false, "The connection to a peer was closed: that peer (another rank) failed "
+            "first; its log holds the real error", &m);
+    else if (connect_fail && !store_ctx)
+      c.Hit("socket.unreachable", 55, false, "Ranks cannot open TCP connections to each other (firewall, wrong "
+            "address/route, or the peer is not listening)", &m);
+
+    // --- store / rendezvous
+    if (Any(l, {"address already in use", "eaddrinuse", "errno: 98"}))
+      c.Hit("store.port_in_use", store_ctx ? 90 : 60, store_ctx,
+            store_ctx ? "The rendezvous store (TCPStore on MASTER_PORT) could not bind: the port is in use"
+                      : "A listening socket could not bind: address already in use",
+            &m);
+    if (Any(l, {"waiting for clients", "clients joined"}))
+      c.Hit("store.rendezvous_timeout", 88, true, "The store timed out waiting for ranks to join: not every rank "
+            "reached init_process_group (wrong WORLD_SIZE / MASTER_ADDR, or ranks that crashed or never started)", &m);
+    else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror", "socket timeout", "diststoreerror",
+                     "wait timeout after", "timed out initializing process group", "store_based_barrier",
+                     "failed to connect to any network address", "connection to the c10d store has failed",
+                     "rendezvous timeout", "timed out waiting for"}) ||
+             (connect_fail && store_ctx))
+      c.Hit("store.rendezvous_timeout", 60, false, "Ranks could not reach the rendezvous store (MASTER_ADDR:MASTER_PORT)"
+            " in time", &m);
+
+    // --- CUDA
+    if (Any(l, {"driver version is insufficient", "cudaerrorinsufficientdriver", "driver is too old",
+                "nvidia driver on your system is too old", "cuda_error_system_driver_mismatch"}))
+      c.Hit("cuda.driver_too_old", 95, true, "The CUDA driver is older than the CUDA runtime the program / NCCL was "
+            "built for", &m);
+    if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
+                "no cuda gpus are available"}))
+      c.Hit("cuda.no_device", 90, true, "The process sees no (or not the requested) CUDA device", &m);
+    if (Any(l, {"system not yet initialized", "cudaerrorsystemnotready", "error 802"}))
+      c.Hit("cuda.system_not_ready", 75, false, "CUDA reports the system is not ready (cudaErrorSystemNotReady 802): "
+            "on NVSwitch systems nvidia-fabricmanager is usually not running", &m);
+    if (Contains(l, "out of memory") && Any(l, {"cuda", "cumem", "gpu"}) && !Contains(l, "killed process"))
+      c.Hit("cuda.oom", 85, true, "A CUDA allocation ran out of GPU memory", &m);
+    if (Any(l, {"illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
+                "uncorrectable ecc", " xid "}))
+      c.Hit("cuda.illegal_access", Contains(l, "illegal memory access") ? 82 : 65, Contains(l, "illegal memory access"),
+            "A GPU kernel faulted (illegal memory access / Xid); NCCL only reports it", &m);
+    if (Contains(l, "duplicate gpu detected")) {
+      std::string cause = "Two ranks use the same GPU";
+      if (m.match.entry != nullptr && m.match.captures.size() >= 3)
+        cause += " (ranks " + Capture(m, 0) + " and " + Capture(m, 1) + " on CUDA device " + Capture(m, 2) + ")";
+      c.Hit("gpu.duplicate", 98, true, cause + ": the device is not set per local rank, or more processes than GPUs",
+            &m);
+    }
+    if (Any(l, {"peer access is not supported", "cudaerrorpeeraccessunsupported", "p2p is not supported",
+                "failed to enable peer access", "peer access unsupported"}) ||
+        (Contains(l, "217") && Contains(l, "peer")))
+      c.Hit("p2p.unsupported", 68, false, "CUDA peer access (P2P / IPC) is not supported between these GPUs but a P2P "
+            "path was used", &m);
+    else if (Contains(l, "peer access device") && Contains(l, "not available"))
+      c.Hit("p2p.unsupported", 35, false, "The GPUs report no peer access (harmless unless a P2P-only path is used)",
+            &m);
+    if (Any(l, {"nvls", "nvlink sharp", "multicast"}) || topic == "nvls")
+      c.Hit("nvls.fabricmanager", 75, false, "NVLS (NVLink SHARP multicast) setup failed; the known cause is "
+            "nvidia-fabricmanager restarted without resetting the GPUs", &m);
+
+    // --- InfiniBand / RoCE
+    bool verbs_call = Any(l, {"ibv_reg_mr", "ibv_create_qp", "ibv_create_cq", "ibv_alloc_pd", "ibv_reg_dmabuf_mr",
+                              "ibv_create_srq", "ibv_modify_qp", "fi_mr_reg"});
+    if (verbs_call) {
+      bool enomem = Any(l, {"cannot allocate memory", "enomem", "errno 12", "(12)"});
+      bool reg = Any(l, {"ibv_reg_mr", "ibv_reg_dmabuf_mr", "fi_mr_reg"});
+      bool create = Any(l, {"ibv_create_qp", "ibv_create_cq", "ibv_create_srq", "ibv_alloc_pd"});
+      if (enomem && (reg || create))
+        c.Hit("ib.memlock", reg ? 90 : 84, true, "Registering / creating an RDMA resource failed with ENOMEM: the "
+              "locked-memory limit (ulimit -l) is too low for the job", &m);
+      else if (create)
+        c.Hit("ib.memlock", Contains(l, "ibv_create_qp") ? 55 : 42, false, "Creating an RDMA queue failed; the usual "
+              "cause is a low locked-memory limit (not shown by the log)", &m);
+    }
+    bool completion = Any(l, {"got completion", "completion with error", "transport retry counter exceeded",
+                              "ibv_wc_", "retry exceeded", "wc status", "work request flushed"});
+    if (completion) {
+      long long status = -1;
+      for (const char* k : {"status=", "with error ", "status "}) {
+        std::size_t at = l.find(k);
+        if (at != std::string::npos) {
+          status = NumAt(l, at + std::char_traits<char>::length(k));
+          break;
+        }
+      }
+      bool gid_hint = roce || Any(l, {"localgid", "remotegid"}) || f.env.count("NCCL_IB_GID_INDEX") != 0;
+      bool link_local = Any(l, {"gid fe80", "localgid fe80", "remotegids fe80"}) ||
+                        std::any_of(f.gids.begin(), f.gids.end(), [](const std::string& g) { return g.rfind("fe80", 0) == 0; });
+      if (gid_hint && (status == 12 || status == 13) && (roce || link_local))
+        c.Hit("ib.gid_index", 66, false, "RoCE transport retries exceeded (status 12): packets do not reach the peer; "
+              "on RoCE usually the GID index / address family (e.g. a link-local IPv6 GID)", &m);
+      c.Hit("ib.completion_error", 62, false,
+            "An IB/RoCE work completion failed" + (status >= 0 ? " (status " + std::to_string(status) + ")" : "") +
+                ": link, MTU, PCI ACS or fabric problem between the two hosts",
+            &m);
+    }
+    if (Any(l, {"gid index", "ibv_query_gid", "unable to find gid", "nccl_ib_gid_index", "no valid gid"}) && err)
+      c.Hit("ib.gid_index", 70, false, "NCCL could not use the configured RoCE GID", &m);
+    if (Any(l, {"net/ib : no device found", "net/ib: no device found", "no ib device", "no infiniband device",
+                "unable to open device", "net/ib : unable"})) {
+      bool expected = f.env.count("NCCL_IB_HCA") != 0 || env("NCCL_NET") == "IB";
+      c.Hit("ib.no_device", expected ? 58 : 32, false, "NCCL's IB transport found no RDMA device", &m);
+    }
+    if (Any(l, {"gpu direct rdma disabled", "gdr disabled", "nvidia-peermem", "nvidia_peermem", "nv_peer_mem",
+                "gdrdma disabled"}))
+      c.Hit("ib.gdr", 65, false, "GPUDirect RDMA is not used (nvidia_peermem not loaded or not detected)", &m);
+
+    // --- EFA / libfabric
+    bool ofi = efa_ctx || topic == "ofi" ||
+               (m.match.entry != nullptr && (m.match.entry->source == "aws-ofi-nccl" || m.match.entry->source == "libfabric"));
+    if (ofi && err && Any(l, {"provider", "fi_getinfo", "efa", "net/ofi", "libfabric", "ofi", "plugin"}))
+      c.Hit("efa.provider", Any(l, {"couldn't find any optimal provider", "fi_getinfo", "no provider", "unable to find"})
+                                ? 66 : 52, false,
+            "The libfabric EFA provider / aws-ofi-nccl plugin is not usable (EFA devices, libfabric or the plugin "
+            "missing in this environment)", &m);
+
+    // --- topology
+    if ((Contains(l, "attribute ") && Contains(l, " of node ")) ||
+        (Any(l, {"nccl_topo_file", "topology file", "topo file", "xml"}) && err))
+      c.Hit("topo.file", f.env.count("NCCL_TOPO_FILE") ? 74 : 68, false,
+            "NCCL's topology XML (NCCL_TOPO_FILE or a plugin-injected file) does not describe this machine", &m);
+
+    // --- collectives
+    if (Contains(l, "detected mismatch between collectives") || Contains(l, "collective fingerprint") ||
+        Contains(l, "mismatch between collectives"))
+      c.Hit("collective.mismatch", 95, true, "Ranks called different collectives (desync)", &m);
+    if (Any(l, {"watchdog caught collective operation timeout", "timeout at nccl work", "collective operation timeout",
+                "heartbeat monitor timed out", "watchdog got stuck", "exception (either an error or timeout) detected"}))
+      c.Hit("collective.timeout", 50, false, "A collective did not complete within the process-group timeout", &m);
+
+    // --- host
+    if (Any(l, {"out of memory: killed process", "oom-kill", "oom_kill", "oom killer", "killed process"}))
+      c.Hit("host.oom", 90, true, "The kernel's OOM killer killed a rank", &m);
+    else if (Any(l, {"signal 9 (sigkill)", "exitcode: -9", "sigkill", "exit code 137"}))
+      c.Hit("host.oom", 55, false, "A rank was killed with SIGKILL (usually the host OOM killer)", &m);
+  }
+}
+
+// Rules that need the whole picture: wrong interface chosen, version mismatch, desync across ranks.
+void FactRules(const RuleContext& ctx, Candidates& c) {
+  const LogFacts& f = ctx.facts;
+  std::vector<std::string> virt;
+  for (const std::string& i : f.interfaces)
+    if (IsVirtualInterface(i)) virt.push_back(i);
+  bool conn_problem = c.Has("socket.unreachable") || c.Has("store.rendezvous_timeout") || c.Has("socket.peer_closed") ||
+                      c.Has("collective.timeout");
+  if (!virt.empty() && conn_problem) {
+    const Message* use = nullptr;
+    for (const Message& m : ctx.messages)
+      if (Contains(m.line->body, " : Using ") || Contains(m.line->body, ": Using ")) {
+        for (const std::string& v : virt)
+          if (Contains(m.line->body, v)) use = &m;
+        if (use != nullptr) break;
+      }
+    c.Hit("socket.wrong_interface", 70, false, "NCCL/Gloo selected a virtual or loopback interface (" + Join(virt, ", ") +
+          ") that peers cannot reach, and connections then failed", use);
+  }
+  // NCCL versions differing (major.minor.patch) within the inputs.
+  std::vector<std::string> versions;
+  for (const std::string& v : f.nccl_versions) {
+    std::string core = v.substr(0, v.find_first_not_of("0123456789."));
+    AddUnique(versions, core);
+  }
+  if (versions.size() > 1) {
+    const Message* ev = nullptr;
+    for (const Message& m : ctx.messages)
+      if (Contains(m.line->body, "NCCL version ")) {
+        if (ev == nullptr) ev = &m;
+        c.Hit("nccl.version_mismatch", 82, true, "Different NCCL versions in use: " + Join(versions, ", "), &m);
+      }
+  }
+  // Watchdog progress: ranks at different SeqNum / OpType.
+  std::map<long long, std::vector<const RankProgress*>> by_seq;
+  for (const RankProgress& p : f.progress)
+    if (p.seq >= 0) by_seq[p.seq].push_back(&p);
+  bool different_op = false;
+  for (auto& [seq, ps] : by_seq)
+    for (const RankProgress* p : ps)
+      if (!p->op.empty() && !ps.front()->op.empty() && p->op != ps.front()->op) different_op = true;
+  auto evidence_for = [&](std::string_view id) {
+    for (const RankProgress& p : f.progress)
+      for (const Message& m : ctx.messages)
+        if (m.line->number == p.line &&
+            (ctx.names.size() <= 1 || ctx.names[static_cast<std::size_t>(m.line->source)] == p.source)) {
+          c.AddEvidence(id, m);
+          break;
+        }
+  };
+  if (different_op) {
+    c.Hit("collective.mismatch", 88, true, "Ranks timed out in different collectives at the same sequence number "
+          "(desync: they issued different operations)", nullptr);
+    evidence_for("collective.mismatch");
+  } else if (by_seq.size() > 1) {
+    std::string detail;
+    for (auto& [seq, ps] : by_seq) {
+      std::vector<std::string> ranks;
+      for (const RankProgress* p : ps) ranks.push_back(std::to_string(p->rank));
+      detail += (detail.empty() ? "" : "; ") + std::string("SeqNum ") + std::to_string(seq) + ": rank(s) " + Join(ranks, ",");
+    }
+    c.Hit("collective.mismatch", 68, false, "Ranks stopped at different sequence numbers (" + detail +
+          "): a rank fell behind or skipped a collective", nullptr);
+    evidence_for("collective.mismatch");
+  } else if (Diagnosis* d = c.Get("collective.timeout"); d != nullptr && !by_seq.empty()) {
+    auto& [seq, ps] = *by_seq.begin();
+    d->cause = "All reporting ranks (" + std::to_string(ps.size()) + ") timed out in " +
+               (ps.front()->op.empty() ? std::string("the same collective") : ps.front()->op) + " SeqNum=" +
+               std::to_string(seq) + ": a rank that did not report (or a slow one) is holding them";
+  }
+}
+
+}  // namespace
+
+std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
+  Candidates c(ctx.names);
+  bool store_ctx = false, efa_ctx = false;
+  for (const Message& m : ctx.messages) {
+    if (Any(m.lower, {"tcpstore", "rendezvous", "master_port", "init_process_group", "server socket", "c10d store",
+                      "main_process_port", "store = "}))
+      store_ctx = true;
+    if (Any(m.lower, {"net/ofi", "aws-ofi", "libfabric", "fi_provider", "efa"})) efa_ctx = true;
+  }
+  for (const auto& [k, v] : ctx.facts.env)
+    if (k.rfind("FI_", 0) == 0) efa_ctx = true;
+  MessageRules(ctx, c, store_ctx, efa_ctx);
+  FactRules(ctx, c);
+  // Specific causes explain the generic symptoms (a closed connection, a collective timeout): keep the
+  // symptom, but below them.
+  std::vector<Diagnosis> out = c.Take();
+  bool specific = false;
+  for (const Diagnosis& d : out)
+    if (d.signature != "socket.peer_closed" && d.signature != "collective.timeout" && d.score >= 50) specific = true;
+  if (specific)
+    for (Diagnosis& d : out)
+      if (d.signature == "socket.peer_closed" || d.signature == "collective.timeout") {
+        d.score = std::min(d.score, 30);
+        d.confidence = Confidence::kLow;
+      }
+  std::stable_sort(out.begin(), out.end(), [](const Diagnosis& a, const Diagnosis& b) {
+    if (a.score != b.score) return a.score > b.score;
+    int la = a.evidence.empty() ? 1 << 30 : a.evidence.front().line;
+    int lb = b.evidence.empty() ? 1 << 30 : b.evidence.front().line;
+    return la < lb;
+  });
+  return out;
+}
+
+}  // namespace commkit::diagnostics::explain
