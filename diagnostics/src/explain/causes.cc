@@ -215,7 +215,7 @@ class Candidates {
       if (const Family* f = FindFamily(id)) {
         d.fix = f->fix;
         d.confirm = f->confirm;
-        d.basis = f->basis;
+        if (d.basis.empty()) d.basis = f->basis;
       }
       out.push_back(std::move(d));
     }
@@ -264,6 +264,8 @@ std::string Capture(const Message& m, std::size_t i) {
 
 void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool efa_ctx) {
   const LogFacts& f = ctx.facts;
+  bool single_host = f.hosts.size() <= 1 && f.interfaces.empty();
+  bool earlier_cuda_failure = false;
   auto env = [&](const char* k) {
     auto it = f.env.find(k);
     return it == f.env.end() ? std::string() : it->second;
@@ -271,16 +273,17 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
   std::string ifname = env("NCCL_SOCKET_IFNAME");
   if (ifname.empty()) ifname = env("GLOO_SOCKET_IFNAME");
   bool enospc_anywhere = std::find(f.errnos.begin(), f.errnos.end(), "ENOSPC") != f.errnos.end();
+  bool access_denied_anywhere = std::find(f.errnos.begin(), f.errnos.end(), "EACCES") != f.errnos.end() ||
+                                std::find(f.errnos.begin(), f.errnos.end(), "EPERM") != f.errnos.end();
   bool roce = std::find(f.link_layers.begin(), f.link_layers.end(), "RoCE") != f.link_layers.end();
 
   for (const Message& m : ctx.messages) {
     const std::string& l = m.lower;
     const std::string topic = m.match.entry != nullptr ? m.match.entry->topic : std::string();
     bool err = LooksLikeError(m);
-    if (!err) {
-      // Informational lines only feed facts, with two exceptions (warnings NCCL prints at INFO level).
-      if (Any(l, {"gpu direct rdma disabled", "peer access device"}) == false) continue;
-    }
+    // NCCL INFO lines only feed facts (they echo settings and list devices), except the few warnings
+    // NCCL prints at INFO level.
+    if (m.line->nccl_info && !err && !Any(l, {"gpu direct rdma disabled", "peer access device"})) continue;
 
     // --- shared memory
     bool shm = Any(l, {"/dev/shm", "shared memory", "shm", "posix_fallocate", "fallocate", "failed to extend"}) ||
@@ -289,6 +292,10 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       if (Any(l, {"no space left on device", "enospc", "error 28", "(28)"}))
         c.Hit("shm.space", 95, true, "/dev/shm is full or too small: NCCL's shared-memory segment could not be "
               "allocated (ENOSPC)", &m);
+      else if (Any(l, {"permission denied", "operation not permitted", "read-only file system"}) ||
+               (!enospc_anywhere && Contains(l, "creating shared memory") && access_denied_anywhere))
+        c.Hit("shm.other", 74, false, "An NCCL /dev/shm segment could not be created or opened: permission denied "
+              "(mode / ownership of /dev/shm, or a read-only mount)", &m);
       else if (Any(l, {"error while creating shared memory", "failed to create shared memory", "unable to allocate "
                        "shared memory", "failed to extend", "posix_fallocate failed", "shm_open"}))
         c.Hit("shm.space", enospc_anywhere ? 92 : 72, enospc_anywhere,
@@ -333,7 +340,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     if (peer_closed)
       c.Hit("socket.peer_closed", 42, false, "The connection to a peer was closed: that peer (another rank) failed "
             "first; its log holds the real error", &m);
-    else if (connect_fail && !store_ctx)
+    else if (connect_fail && !store_ctx && !Contains(l, "ibv_"))
       c.Hit("socket.unreachable", 55, false, "Ranks cannot open TCP connections to each other (firewall, wrong "
             "address/route, or the peer is not listening)", &m);
 
@@ -359,17 +366,33 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
                 "nvidia driver on your system is too old", "cuda_error_system_driver_mismatch"}))
       c.Hit("cuda.driver_too_old", 95, true, "The CUDA driver is older than the CUDA runtime the program / NCCL was "
             "built for", &m);
+    if (Contains(l, "api call is not supported in the installed cuda driver") ||
+        Contains(l, "cudaerrorcallrequiresnewerdriver"))
+      c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
+            "for a newer CUDA)", &m);
+    if (Contains(l, "api call is not supported in the installed cuda driver") ||
+        Contains(l, "cudaerrorcallrequiresnewerdriver"))
+      c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
+            "for a newer CUDA)", &m);
     if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
-                "no cuda gpus are available"}))
-      c.Hit("cuda.no_device", 90, true, "The process sees no (or not the requested) CUDA device", &m);
+                "no cuda gpus are available"})) {
+      // After another CUDA failure, a missing device is usually its consequence, not the cause.
+      if (earlier_cuda_failure)
+        c.Hit("cuda.no_device", 52, false, "A CUDA call reported no / an invalid device after an earlier CUDA failure",
+              &m);
+      else
+        c.Hit("cuda.no_device", 90, true, "The process sees no (or not the requested) CUDA device", &m);
+    }
+    if (Any(l, {"cuda failure", "cuda error", "cudaerror"}) && !Any(l, {"device ordinal", "cuda-capable"}))
+      earlier_cuda_failure = true;
     if (Any(l, {"system not yet initialized", "cudaerrorsystemnotready", "error 802"}))
       c.Hit("cuda.system_not_ready", 75, false, "CUDA reports the system is not ready (cudaErrorSystemNotReady 802): "
             "on NVSwitch systems nvidia-fabricmanager is usually not running", &m);
     if (Contains(l, "out of memory") && Any(l, {"cuda", "cumem", "gpu"}) && !Contains(l, "killed process"))
-      c.Hit("cuda.oom", 85, true, "A CUDA allocation ran out of GPU memory", &m);
+      c.Hit("cuda.oom", 76, false, "A CUDA allocation (NCCL buffers or the framework's) ran out of GPU memory", &m);
     if (Any(l, {"illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
                 "uncorrectable ecc", " xid "}))
-      c.Hit("cuda.illegal_access", Contains(l, "illegal memory access") ? 82 : 65, Contains(l, "illegal memory access"),
+      c.Hit("cuda.illegal_access", Contains(l, "illegal memory access") ? 74 : 62, false,
             "A GPU kernel faulted (illegal memory access / Xid); NCCL only reports it", &m);
     if (Contains(l, "duplicate gpu detected")) {
       std::string cause = "Two ranks use the same GPU";
@@ -404,6 +427,11 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
         c.Hit("ib.memlock", Contains(l, "ibv_create_qp") ? 55 : 42, false, "Creating an RDMA queue failed; the usual "
               "cause is a low locked-memory limit (not shown by the log)", &m);
     }
+    if (Contains(l, "ibv_modify_qp") && err) {
+      bool gid_table = !f.gids.empty() || roce || f.env.count("NCCL_IB_GID_INDEX") != 0;
+      c.Hit("ib.gid_index", gid_table ? 70 : 52, false, "Connecting the RDMA queue pair failed (ibv_modify_qp): on RoCE "
+            "usually a GID index whose address is not routable between the hosts (e.g. link-local fe80::)", &m);
+    }
     bool completion = Any(l, {"got completion", "completion with error", "transport retry counter exceeded",
                               "ibv_wc_", "retry exceeded", "wc status", "work request flushed"});
     if (completion) {
@@ -418,7 +446,9 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       bool gid_hint = roce || Any(l, {"localgid", "remotegid"}) || f.env.count("NCCL_IB_GID_INDEX") != 0;
       bool link_local = Any(l, {"gid fe80", "localgid fe80", "remotegids fe80"}) ||
                         std::any_of(f.gids.begin(), f.gids.end(), [](const std::string& g) { return g.rfind("fe80", 0) == 0; });
-      if (gid_hint && (status == 12 || status == 13) && (roce || link_local))
+      bool ib_only = !f.link_layers.empty() && !roce;
+      bool vendor129 = Contains(l, "vendor err 129") || Contains(l, "vendor_err=129");
+      if ((gid_hint && (status == 12 || status == 13) && (roce || link_local)) || (status == 12 && vendor129 && !ib_only))
         c.Hit("ib.gid_index", 66, false, "RoCE transport retries exceeded (status 12): packets do not reach the peer; "
               "on RoCE usually the GID index / address family (e.g. a link-local IPv6 GID)", &m);
       c.Hit("ib.completion_error", 62, false,
@@ -460,11 +490,84 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
                 "heartbeat monitor timed out", "watchdog got stuck", "exception (either an error or timeout) detected"}))
       c.Hit("collective.timeout", 50, false, "A collective did not complete within the process-group timeout", &m);
 
+    // --- envelopes without the detail line (NCCL_DEBUG unset): the usual causes, low confidence
+    if (Contains(l, "invalid usage") && Any(l, {"nccl", "run with nccl_debug"}))
+      c.Hit("gpu.duplicate", 38, false, "NCCL reported invalid usage without detail; at communicator init the usual "
+            "cause is two ranks on one GPU (rerun with NCCL_DEBUG=WARN to see the message)", &m);
+    if (Contains(l, "unhandled system error") && single_host)
+      c.Hit("shm.space", 28, false, "NCCL reported a system error without detail on a single host; in containers "
+            "most often /dev/shm is too small (rerun with NCCL_DEBUG=WARN)", &m);
+
     // --- host
     if (Any(l, {"out of memory: killed process", "oom-kill", "oom_kill", "oom killer", "killed process"}))
       c.Hit("host.oom", 90, true, "The kernel's OOM killer killed a rank", &m);
     else if (Any(l, {"signal 9 (sigkill)", "exitcode: -9", "sigkill", "exit code 137"}))
       c.Hit("host.oom", 55, false, "A rank was killed with SIGKILL (usually the host OOM killer)", &m);
+  }
+}
+
+// "2.26.2+cuda12.4" -> {2,26,2}; empty when not a version.
+std::vector<int> VersionOf(std::string_view v) {
+  std::vector<int> out;
+  int cur = -1;
+  for (char ch : v) {
+    if (ch >= '0' && ch <= '9') {
+      cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
+    } else if (ch == '.' && cur >= 0) {
+      out.push_back(cur);
+      cur = -1;
+    } else {
+      break;
+    }
+  }
+  if (cur >= 0) out.push_back(cur);
+  return out;
+}
+
+// Known NCCL bugs fixed in a later release (from release notes and settled threads): a line with all
+// `words` (lower case) while the log's NCCL version is in [from, fixed_in), or unknown when `unknown_ok`.
+struct KnownBug {
+  const char* from;
+  const char* fixed_in;
+  std::initializer_list<const char*> words;
+  bool unknown_ok;
+  const char* cause;
+  const char* basis;
+};
+const KnownBug kKnownBugs[] = {
+    {"2.26.2", "2.26.5", {"nvls", "invalid argument"}, false,
+     "NCCL 2.26.2-2.26.4 fails NVLS setup with 'invalid argument' on older drivers (e.g. 12.2); fixed in 2.26.5",
+     "pytorch/pytorch#150852 (maintainer: fixed by NCCL 2.26.5)"},
+    {"0", "2.9.9", {"api call is not supported in the installed cuda driver"}, true,
+     "NCCL before 2.9.9, built with a newer CUDA 11.x than the driver supports, calls driver APIs the installed driver "
+     "lacks; NCCL 2.9.9 handles CUDA enhanced compatibility",
+     "NVIDIA/nccl#496 (settled: NCCL 2.9.9)"},
+    {"0", "99", {"ncclmaxsharedmem", "exceeds device/fn maxsharedmem"}, true,
+     "This NCCL build has no kernels for this GPU architecture (its shared-memory use exceeds the device's): the GPU "
+     "is newer than the NCCL release", "NVIDIA/nccl-tests#291, NVIDIA/nccl#1637-style reports (fixed by NCCL releases "
+     "with the architecture; RTX 50-series: 2.26.2)"},
+    {"0", "2.26.2", {"geforce rtx 50"}, false,
+     "NCCL before 2.26.2 does not work on GeForce RTX 50-series GPUs (sm_120)", "NVIDIA/nccl-tests#291 (settled: NCCL "
+     "2.26.2)"},
+};
+
+void KnownBugRules(const RuleContext& ctx, Candidates& c) {
+  std::vector<int> version;
+  if (!ctx.facts.nccl_versions.empty()) version = VersionOf(ctx.facts.nccl_versions.front());
+  for (const KnownBug& bug : kKnownBugs) {
+    bool in_range = version.empty() ? bug.unknown_ok : (version >= VersionOf(bug.from) && version < VersionOf(bug.fixed_in));
+    if (!in_range) continue;
+    for (const Message& m : ctx.messages) {
+      bool all = true;
+      for (const char* w : bug.words) all = all && Contains(m.lower, w);
+      if (!all) continue;
+      c.Hit("nccl.bug", version.empty() ? 64 : 80, false,
+            std::string(bug.cause) + " [" + bug.basis + "]" +
+                (version.empty() ? "" : "; this log shows NCCL " + ctx.facts.nccl_versions.front()),
+            &m);
+      if (Diagnosis* d = c.Get("nccl.bug"); d != nullptr && d->basis.empty()) d->basis = bug.basis;
+      break;
+    }
   }
 }
 
@@ -555,9 +658,18 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
     if (k.rfind("FI_", 0) == 0) efa_ctx = true;
   MessageRules(ctx, c, store_ctx, efa_ctx);
   FactRules(ctx, c);
+  KnownBugRules(ctx, c);
   // Specific causes explain the generic symptoms (a closed connection, a collective timeout): keep the
   // symptom, but below them.
   std::vector<Diagnosis> out = c.Take();
+  // The cause whose evidence is the first real error outranks causes seen only later (their lines are
+  // often consequences: an invalid device ordinal after a failed CUDA call).
+  for (Diagnosis& d : out)
+    for (const EvidenceLine& e : d.evidence)
+      if (e.line == ctx.facts.first_error.line && e.source == ctx.facts.first_error.source) {
+        d.score = std::min(99, d.score + 6);
+        break;
+      }
   bool specific = false;
   for (const Diagnosis& d : out)
     if (d.signature != "socket.peer_closed" && d.signature != "collective.timeout" && d.score >= 50) specific = true;

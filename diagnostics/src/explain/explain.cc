@@ -48,7 +48,8 @@ Explanation ExplainLogs(const std::vector<LogInput>& inputs) {
   for (std::size_t i = 0; i < lines.size(); ++i) {
     messages[i].line = &lines[i];
     messages[i].match = catalog.Match(lines[i].body);
-    messages[i].lower = Lower(lines[i].body);
+    // Rules see the NCCL source file too ("transport/nvls.cc:165 ... Cuda failure").
+    messages[i].lower = Lower(lines[i].nccl_file.empty() ? lines[i].body : lines[i].nccl_file + " " + lines[i].body);
   }
   ExtractFacts(messages, names, ex.facts);
   ex.divergences = FindDivergences(messages, ex.facts, names);

@@ -183,6 +183,16 @@ void Gids(std::string_view body, LogFacts& f) {
     std::string_view g = Token(body, pos, " \t,;)");
     if (g.find(':') != std::string_view::npos && g.size() >= 4) AddUnique(f.gids, std::string(g));
   }
+  // ibv_devinfo -v / show_gids tables: "GID[  3]:  ::ffff:10.0.0.1, RoCE v2"
+  if (std::size_t at = body.find("GID["); at != std::string_view::npos) {
+    std::size_t colon = body.find("]:", at);
+    if (colon != std::string_view::npos) {
+      std::size_t pos = colon + 2;
+      while (pos < body.size() && (body[pos] == ' ' || body[pos] == '\t')) ++pos;
+      std::string_view g = Token(body, pos, " \t,;");
+      if (g.find(':') != std::string_view::npos) AddUnique(f.gids, std::string(g));
+    }
+  }
 }
 
 void Progress(const Message& m, const std::vector<std::string>& names, LogFacts& f) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commkit/common/strings.h"
 #include "commkit/diagnostics/explain.h"
 
 namespace commkit::diagnostics::explain {
@@ -160,12 +161,14 @@ void TakeNccl(std::string_view& s, LogLine& line) {
   std::size_t bare_warn = s.find(" WARN ");  // NCCL < 2.3 printed "init.cu:674 WARN ..."
   if (warn != std::string_view::npos && warn < 80) {
     line.nccl_warn = true;
+    line.nccl_file = std::string(Trim(s.substr(0, warn)));
     s.remove_prefix(warn + 10);
   } else if (info != std::string_view::npos && info < 80) {
     line.nccl_info = true;
     s.remove_prefix(info + 10);
   } else if (bare_warn != std::string_view::npos && bare_warn < 40 && line.cuda_device >= 0) {
     line.nccl_warn = true;
+    line.nccl_file = std::string(Trim(s.substr(0, bare_warn)));
     s.remove_prefix(bare_warn + 6);
   }
 }

@@ -18,6 +18,7 @@ struct LogLine {
   int rank = -1;         // from "[rankN]:", "[Rank N]", JSON "rank", srun label
   int cuda_device = -1;  // NCCL "[n]"
   bool nccl_warn = false, nccl_info = false;
+  std::string nccl_file;  // "transport/nvls.cc:165" printed before NCCL WARN
   char glog_level = 0;   // 'E', 'W', 'I' from glog / c10d prefixes
 };
 
