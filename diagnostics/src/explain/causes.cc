@@ -203,6 +203,11 @@ class Candidates {
     auto it = by_id_.find(std::string(id));
     if (it != by_id_.end()) Add(it->second, m);
   }
+  void AddEvidenceLine(std::string_view id, EvidenceLine e) {
+    auto it = by_id_.find(std::string(id));
+    if (it == by_id_.end() || it->second.evidence.size() >= 6) return;
+    it->second.evidence.push_back(std::move(e));
+  }
   bool Has(std::string_view id) const { return by_id_.count(std::string(id)) != 0; }
   Diagnosis* Get(std::string_view id) {
     auto it = by_id_.find(std::string(id));
@@ -266,6 +271,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
   const LogFacts& f = ctx.facts;
   bool single_host = f.hosts.size() <= 1 && f.interfaces.empty();
   bool earlier_cuda_failure = false;
+  bool shm_cuda_failure = false;
   auto env = [&](const char* k) {
     auto it = f.env.find(k);
     return it == f.env.end() ? std::string() : it->second;
@@ -296,7 +302,11 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
                (!enospc_anywhere && Contains(l, "creating shared memory") && access_denied_anywhere))
         c.Hit("shm.other", 74, false, "An NCCL /dev/shm segment could not be created or opened: permission denied "
               "(mode / ownership of /dev/shm, or a read-only mount)", &m);
-      else if (Any(l, {"error while creating shared memory", "failed to create shared memory", "unable to allocate "
+      else if (Contains(l, "cuda failure") || (shm_cuda_failure && Contains(l, "creating shared memory"))) {
+        shm_cuda_failure = true;
+        c.Hit("shm.other", 50, false, "Registering NCCL's /dev/shm segment with CUDA failed (cudaHostRegister); not a "
+              "space error", &m);
+      } else if (Any(l, {"error while creating shared memory", "failed to create shared memory", "unable to allocate "
                        "shared memory", "failed to extend", "posix_fallocate failed", "shm_open"}))
         c.Hit("shm.space", enospc_anywhere ? 92 : 72, enospc_anywhere,
               "Creating NCCL's /dev/shm segment failed; by far the usual cause is a /dev/shm too small for the "
@@ -544,8 +554,7 @@ const KnownBug kKnownBugs[] = {
      "NVIDIA/nccl#496 (settled: NCCL 2.9.9)"},
     {"0", "99", {"ncclmaxsharedmem", "exceeds device/fn maxsharedmem"}, true,
      "This NCCL build has no kernels for this GPU architecture (its shared-memory use exceeds the device's): the GPU "
-     "is newer than the NCCL release", "NVIDIA/nccl-tests#291, NVIDIA/nccl#1637-style reports (fixed by NCCL releases "
-     "with the architecture; RTX 50-series: 2.26.2)"},
+     "is newer than the NCCL release", "NVIDIA/nccl-tests#291 (settled: RTX 5090 works from NCCL 2.26.2)"},
     {"0", "2.26.2", {"geforce rtx 50"}, false,
      "NCCL before 2.26.2 does not work on GeForce RTX 50-series GPUs (sm_120)", "NVIDIA/nccl-tests#291 (settled: NCCL "
      "2.26.2)"},
@@ -613,13 +622,13 @@ void FactRules(const RuleContext& ctx, Candidates& c) {
     for (const RankProgress* p : ps)
       if (!p->op.empty() && !ps.front()->op.empty() && p->op != ps.front()->op) different_op = true;
   auto evidence_for = [&](std::string_view id) {
-    for (const RankProgress& p : f.progress)
-      for (const Message& m : ctx.messages)
-        if (m.line->number == p.line &&
-            (ctx.names.size() <= 1 || ctx.names[static_cast<std::size_t>(m.line->source)] == p.source)) {
-          c.AddEvidence(id, m);
-          break;
-        }
+    for (const RankProgress& p : f.progress) {
+      EvidenceLine e;
+      e.line = p.line;
+      e.text = p.text;
+      if (ctx.names.size() > 1) e.source = p.source;
+      c.AddEvidenceLine(id, std::move(e));
+    }
   };
   if (different_op) {
     c.Hit("collective.mismatch", 88, true, "Ranks timed out in different collectives at the same sequence number "

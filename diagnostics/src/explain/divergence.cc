@@ -12,6 +12,8 @@ namespace commkit::diagnostics::explain {
 
 namespace {
 
+constexpr std::size_t kMaxDivergences = 64;
+
 // Symptoms that a rank reports because *another* rank failed.
 bool IsSymptom(const std::string& l) {
   for (const char* w : {"connection closed", "connection reset", "remote process exited", "watchdog caught",
@@ -92,12 +94,8 @@ std::vector<Divergence> FindDivergences(const std::vector<Message>& messages, co
   auto line_of = [&](const RankProgress& p) {
     EvidenceLine e;
     e.line = p.line;
-    e.source = p.source;
-    for (const Message& m : messages)
-      if (m.line->number == p.line && (names.size() <= 1 || names[static_cast<std::size_t>(m.line->source)] == p.source)) {
-        e.text = m.line->raw;
-        break;
-      }
+    e.source = names.size() > 1 ? p.source : std::string();
+    e.text = p.text;
     return e;
   };
   if (by_seq.size() > 1) {
@@ -178,6 +176,7 @@ std::vector<Divergence> FindDivergences(const std::vector<Message>& messages, co
     minority(by_transport, "transport", "uses");
     minority(by_version, "nccl_version", "runs NCCL");
   }
+  if (out.size() > kMaxDivergences) out.resize(kMaxDivergences);
   return out;
 }
 

@@ -97,7 +97,7 @@ Result<ExplainInputs> LoadExplainInputs(const std::vector<std::string>& paths, s
                                               "; pass the relevant part of the log (e.g. tail -n 100000)"));
     } else {
       Result<std::string> text = ReadRegularFile(path, kMaxExplainInputBytes, "log file");
-      if (!text.ok()) return text.status();
+      if (!text.ok()) return text.status().WithContext("gpudoctor explain");
       in.text = std::move(text.value());
     }
     total += in.text.size();

@@ -211,6 +211,7 @@ void Progress(const Message& m, const std::vector<std::string>& names, LogFacts&
   p.last_enqueued = enq;
   p.last_completed = done;
   p.line = m.line->number;
+  p.text = m.line->raw;
   // One entry per (source, rank): a rank's later report of the same work adds its enqueued/completed.
   for (RankProgress& q : f.progress) {
     if (q.rank == p.rank && q.source == p.source) {
@@ -221,7 +222,7 @@ void Progress(const Message& m, const std::vector<std::string>& names, LogFacts&
       return;
     }
   }
-  f.progress.push_back(std::move(p));
+  if (f.progress.size() < kMaxFactValues) f.progress.push_back(std::move(p));
 }
 
 }  // namespace
@@ -262,7 +263,10 @@ bool LooksLikeError(const Message& m) {
   const std::string& l = m.lower;
   // NCCL's error-path trace "file.cc:123 -> 2" repeats the error, it is not one.
   if (Contains(l, " -> ") && m.line->nccl_info) return false;
-  if (m.match.entry != nullptr && (m.match.entry->level == "INFO") && !Contains(l, "fail") && !Contains(l, "error"))
+  // INFO-level catalog messages are progress reports unless they carry a failure or a socket errno
+  // ("Call to connect returned Connection timed out, retrying").
+  if (m.match.entry != nullptr && m.match.entry->level == "INFO" && !Contains(l, "fail") && !Contains(l, "error") &&
+      !Contains(l, "timed out") && !Contains(l, "refused") && !Contains(l, "no route") && !Contains(l, "unreachable"))
     return false;
   static const char* kWords[] = {"error", "failed", "failure", "exception", "timed out", "timeout", "cannot ",
                                  "unable to", "fatal", "killed", "insufficient", "duplicate gpu", "not found",

@@ -27,8 +27,13 @@ void ExtractFacts(const std::vector<Message>& messages, const std::vector<std::s
 
 EvidenceLine Evidence(const Message& m, const std::vector<std::string>& source_names);
 
+// Fact lists stay small whatever the input (hostile logs can name a million hosts): bounded, so
+// keeping them unique stays linear in the input.
+inline constexpr std::size_t kMaxFactValues = 512;
+
 template <typename T>
 void AddUnique(std::vector<T>& v, const T& x) {
+  if (v.size() >= kMaxFactValues) return;
   for (const T& y : v)
     if (y == x) return;
   v.push_back(x);

@@ -50,6 +50,7 @@ struct RankProgress {
   std::string op;      // OpType
   long long last_enqueued = -1, last_completed = -1;
   int line = 0;
+  std::string text;  // the line that reported it
 };
 
 struct LogFacts {
