@@ -88,7 +88,9 @@ TEST(ExplainCorpusTest, ExplainCorpusSplits) {
                 "rows: %d/%d\n",
                 split.c_str(), s.right, s.labelled, 100 * s.Accuracy(), s.high_on_unknown, s.unknown);
   EXPECT_GE(scores["tuning"].Accuracy(), kTuningFloor);
-  if (scores.count("heldout") && scores["heldout"].labelled > 0) EXPECT_GE(scores["heldout"].Accuracy(), kHeldoutFloor);
+  if (scores.count("heldout") && scores["heldout"].labelled > 0) {
+    EXPECT_GE(scores["heldout"].Accuracy(), kHeldoutFloor);
+  }
 }
 
 // Our mapping of the labelled rows of the shared fixtures (SOURCES.md) to cause families.

@@ -646,7 +646,8 @@ void FactRules(const RuleContext& ctx, Candidates& c) {
     evidence_for("collective.mismatch");
   } else if (Diagnosis* d = c.Get("collective.timeout"); d != nullptr && !by_seq.empty()) {
     auto& [seq, ps] = *by_seq.begin();
-    d->cause = "All reporting ranks (" + std::to_string(ps.size()) + ") timed out in " +
+    d->cause = (ps.size() == 1 ? std::string("The reporting rank") : "All " + std::to_string(ps.size()) + " reporting ranks") +
+               " timed out in " +
                (ps.front()->op.empty() ? std::string("the same collective") : ps.front()->op) + " SeqNum=" +
                std::to_string(seq) + ": a rank that did not report (or a slow one) is holding them";
   }
