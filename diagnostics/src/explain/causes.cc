@@ -270,6 +270,7 @@ std::string Capture(const Message& m, std::size_t i) {
 void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool efa_ctx) {
   const LogFacts& f = ctx.facts;
   bool single_host = f.hosts.size() <= 1 && f.interfaces.empty();
+  bool single_host_log = f.hosts.size() <= 1 && ctx.names.size() <= 1 && f.ranks.size() <= 1;
   bool earlier_cuda_failure = false;
   bool shm_cuda_failure = false;
   auto env = [&](const char* k) {
@@ -353,6 +354,12 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     else if (connect_fail && !store_ctx && !Contains(l, "ibv_"))
       c.Hit("socket.unreachable", 55, false, "Ranks cannot open TCP connections to each other (firewall, wrong "
             "address/route, or the peer is not listening)", &m);
+    // Connecting to Docker's default bridge or to loopback across hosts: the peer advertised the wrong
+    // interface's address.
+    if (connect_fail && !Contains(l, "ibv_") && Any(l, {" 172.17.", "<172.17.", "[172.17.", " 127.0.", "<127.0."}) &&
+        !single_host_log)
+      c.Hit("socket.wrong_interface", 66, false, "A peer advertised an address on Docker's default bridge or "
+            "loopback (172.17.x / 127.x), which other hosts cannot reach", &m);
 
     // --- store / rendezvous
     if (Any(l, {"address already in use", "eaddrinuse", "errno: 98"}))
@@ -384,6 +391,10 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
         Contains(l, "cudaerrorcallrequiresnewerdriver"))
       c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
             "for a newer CUDA)", &m);
+    if (Any(l, {"unsupported display driver / cuda driver combination", "forward compatibility was attempted",
+                "cudaerrorcompatnotsupportedondevice"}))
+      c.Hit("cuda.driver_too_old", 70, false, "The driver does not match the CUDA runtime in use (forward "
+            "compatibility not available on this GPU / driver)", &m);
     if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
                 "no cuda gpus are available"})) {
       // After another CUDA failure, a missing device is usually its consequence, not the cause.
@@ -492,7 +503,14 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       c.Hit("topo.file", f.env.count("NCCL_TOPO_FILE") ? 74 : 68, false,
             "NCCL's topology XML (NCCL_TOPO_FILE or a plugin-injected file) does not describe this machine", &m);
 
+    // --- versions (NCCL >= 2.23 says so itself)
+    if (Any(l, {"mismatched nccl version detected", "nccl version mismatch with remote peer"}))
+      c.Hit("nccl.version_mismatch", 94, true, "NCCL reports peers running a different NCCL version", &m);
+
     // --- collectives
+    if (Any(l, {"mismatched collective detected", "collective mismatch error"}))
+      c.Hit("collective.mismatch", 86, true, "NCCL saw a peer post a different collective / size (collective "
+            "mismatch)", &m);
     if (Contains(l, "detected mismatch between collectives") || Contains(l, "collective fingerprint") ||
         Contains(l, "mismatch between collectives"))
       c.Hit("collective.mismatch", 95, true, "Ranks called different collectives (desync)", &m);
