@@ -316,6 +316,10 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
         c.Hit("shm.other", 40, false, "An NCCL shared-memory operation failed (not a space error)", &m);
     }
 
+    if (Contains(l, "insufficient shared memory"))
+      c.Hit("shm.space", 78, false, "A process reports insufficient shared memory (/dev/shm) - PyTorch's own "
+            "diagnosis of a bus error in a worker", &m);
+
     // --- interfaces and sockets
     if (Any(l, {"no socket interface found", "no usable interface", "no interface found", "unable to find address for",
                 "no socket interface"})) {
@@ -396,7 +400,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       c.Hit("cuda.driver_too_old", 70, false, "The driver does not match the CUDA runtime in use (forward "
             "compatibility not available on this GPU / driver)", &m);
     if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
-                "no cuda gpus are available"})) {
+                "no cuda gpus are available", "found no nvidia driver"})) {
       // After another CUDA failure, a missing device is usually its consequence, not the cause.
       if (earlier_cuda_failure)
         c.Hit("cuda.no_device", 52, false, "A CUDA call reported no / an invalid device after an earlier CUDA failure",
@@ -412,6 +416,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     if (Contains(l, "out of memory") && Any(l, {"cuda", "cumem", "gpu"}) && !Contains(l, "killed process"))
       c.Hit("cuda.oom", 76, false, "A CUDA allocation (NCCL buffers or the framework's) ran out of GPU memory", &m);
     if (Any(l, {"illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
+                "illegal instruction was encountered",
                 "uncorrectable ecc", " xid "}))
       c.Hit("cuda.illegal_access", Contains(l, "illegal memory access") ? 74 : 62, false,
             "A GPU kernel faulted (illegal memory access / Xid); NCCL only reports it", &m);
@@ -453,6 +458,10 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       c.Hit("ib.gid_index", gid_table ? 70 : 52, false, "Connecting the RDMA queue pair failed (ibv_modify_qp): on RoCE "
             "usually a GID index whose address is not routable between the hosts (e.g. link-local fe80::)", &m);
     }
+    // libibverbs warns about the limit itself.
+    if (Any(l, {"rlimit_memlock is", "couldn't lock memory", "limit memory registrations"}))
+      c.Hit("ib.memlock", 88, true, "libibverbs reports the locked-memory limit (RLIMIT_MEMLOCK) is too low for RDMA "
+            "registrations", &m);
     bool completion = Any(l, {"got completion", "completion with error", "transport retry counter exceeded",
                               "ibv_wc_", "retry exceeded", "wc status", "work request flushed"});
     if (completion) {
@@ -514,6 +523,8 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     if (Contains(l, "detected mismatch between collectives") || Contains(l, "collective fingerprint") ||
         Contains(l, "mismatch between collectives"))
       c.Hit("collective.mismatch", 95, true, "Ranks called different collectives (desync)", &m);
+    if (Any(l, {"for recv operation to complete", "for send operation to complete"}) && Contains(l, "timed out"))
+      c.Hit("collective.timeout", 50, false, "A Gloo send/recv did not complete within the timeout", &m);
     if (Any(l, {"watchdog caught collective operation timeout", "timeout at nccl work", "collective operation timeout",
                 "heartbeat monitor timed out", "watchdog got stuck", "exception (either an error or timeout) detected"}))
       c.Hit("collective.timeout", 50, false, "A collective did not complete within the process-group timeout", &m);
