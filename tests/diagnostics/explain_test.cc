@@ -259,7 +259,7 @@ TEST(ExplainTest, CatalogMatchesFormatsWithTypedCaptures) {
   for (const std::string& s : real.sources()) notes += s + "\n";
   for (const char* src : {"nccl:", "aws-ofi-nccl:", "libfabric:", "ibverbs:", "cudart:", "pytorch:"})
     EXPECT_NE(notes.find(src), std::string::npos) << src;
-  EXPECT_NE(real.Match("Got completion from peer 10.0.0.2<1> with status=12 opcode=1 len=0 vendor err 129 (Recv)")
+  EXPECT_NE(real.Match("NET/IB : Got completion from peer 10.0.0.2<1> with status=12 opcode=1 len=0 vendor err 129 (Recv)")
                 .entry,
             nullptr);
 }

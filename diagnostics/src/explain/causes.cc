@@ -191,13 +191,15 @@ class Candidates {
   void Hit(std::string_view id, int score, bool proven, std::string cause, const Message* m) {
     Diagnosis& d = by_id_[std::string(id)];
     Confidence c = ConfidenceFor(score, proven);
+    // The line that made the strongest case leads the evidence.
+    bool stronger = !d.signature.empty() && score > d.score;
     if (d.signature.empty() || score > d.score || (c > d.confidence)) {
       if (d.signature.empty() || score >= d.score) d.cause = std::move(cause);
       d.score = std::max(d.score, score);
       d.confidence = std::max(d.confidence, c);
       d.signature = std::string(id);
     }
-    if (m != nullptr) Add(d, *m);
+    if (m != nullptr) Add(d, *m, stronger);
   }
   void AddEvidence(std::string_view id, const Message& m) {
     auto it = by_id_.find(std::string(id));
@@ -235,12 +237,20 @@ class Candidates {
   }
 
  private:
-  void Add(Diagnosis& d, const Message& m) {
-    if (d.evidence.size() >= 6) return;
+  void Add(Diagnosis& d, const Message& m, bool front = false) {
     EvidenceLine e = Evidence(m, names_);
-    for (const EvidenceLine& x : d.evidence)
-      if (x.line == e.line && x.source == e.source) return;
-    d.evidence.push_back(std::move(e));
+    for (std::size_t i = 0; i < d.evidence.size(); ++i)
+      if (d.evidence[i].line == e.line && d.evidence[i].source == e.source) {
+        if (front) std::rotate(d.evidence.begin(), d.evidence.begin() + static_cast<std::ptrdiff_t>(i),
+                               d.evidence.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        return;
+      }
+    if (front) {
+      d.evidence.insert(d.evidence.begin(), std::move(e));
+      if (d.evidence.size() > 6) d.evidence.pop_back();
+    } else if (d.evidence.size() < 6) {
+      d.evidence.push_back(std::move(e));
+    }
   }
   const std::vector<std::string>& names_;
   std::map<std::string, Diagnosis> by_id_;

@@ -259,6 +259,9 @@ bool IsEnvelopeOrHeader(const Message& m) {
 
 bool LooksLikeError(const Message& m) {
   if (m.line->nccl_warn) return true;
+  // A catalog message its library prints as a warning / error is one, whatever its wording
+  // ("ncclSocketInit: connecting to address with family 59936 is neither AF_INET(2) nor AF_INET6(10)").
+  if (m.match.entry != nullptr && (m.match.entry->level == "WARN" || m.match.entry->level == "ERROR")) return true;
   if (m.line->glog_level == 'E' || m.line->glog_level == 'F') return true;
   const std::string& l = m.lower;
   // NCCL's error-path trace "file.cc:123 -> 2" repeats the error, it is not one.
