@@ -713,19 +713,14 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
   std::vector<Diagnosis> out = c.Take();
   // The cause whose evidence is the first real error outranks causes seen only later (their lines are
   // often consequences: an invalid device ordinal after a failed CUDA call).
-  // A proof only makes a cause `high` when it is where the failure starts: a proven fact seen after
-  // another error (or beside none) may be a consequence or unrelated, so it stays medium.
-  for (Diagnosis& d : out) {
-    bool at_first = false;
+  // The cause whose evidence is the first real error outranks causes seen only later (their lines are
+  // often consequences: an invalid device ordinal after a failed CUDA call).
+  for (Diagnosis& d : out)
     for (const EvidenceLine& e : d.evidence)
-      at_first |= e.line == ctx.facts.first_error.line && e.source == ctx.facts.first_error.source;
-    if (at_first) {
-      d.score = std::min(99, d.score + 6);
-    } else if (d.confidence == Confidence::kHigh && ctx.facts.first_error.line != 0) {
-      d.confidence = Confidence::kMedium;
-      d.score = std::min(d.score, 79);
-    }
-  }
+      if (e.line == ctx.facts.first_error.line && e.source == ctx.facts.first_error.source) {
+        d.score = std::min(99, d.score + 6);
+        break;
+      }
   bool specific = false;
   for (const Diagnosis& d : out)
     if (d.signature != "socket.peer_closed" && d.signature != "collective.timeout" && d.score >= 50) specific = true;
