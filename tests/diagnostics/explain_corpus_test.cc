@@ -1,13 +1,18 @@
-// Label corpus: /work/shared/fixtures/logs/*.log with SOURCES.md as ground truth (via COMMKIT_FIXTURES_DIR).
-// Rows whose label is settled / maintainer-stated / reporter-stated: the explainer's best signature must
-// be the labelled cause. `unknown` rows: never high confidence.
+// Scores gpudoctor explain on real failure output from public threads.
+//
+// 1. tests/data/explain-corpus (manifest.tsv: id, split, file, url, cause, settled, fix). Labelled rows
+//    (settled / maintainer-stated / reporter-stated) count as right when the best candidate is the
+//    labelled cause family; `unknown` rows must never get a high-confidence claim. Accuracy is printed
+//    for the tuning and the heldout split separately; heldout misses are counted, not listed, so the
+//    rules are not tuned on them.
+// 2. ../shared/fixtures/logs with SOURCES.md (COMMKIT_FIXTURES_DIR): the same two properties.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
+#include "commkit/common/file_io.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/explain.h"
 #include "test_support.h"
@@ -15,28 +20,94 @@
 namespace commkit::diagnostics {
 namespace {
 
-// Our mapping of each labelled root cause in SOURCES.md to an explainer signature.
-const std::map<std::string, std::string> kExpected = {
-    {"001", "socket.no_interface"},
-    {"004", "shm.enospc"},
-    {"009", "nvls.invalid_argument"},
-    {"020", "ib.gdr_disabled"},
-};
-
 std::string Slurp(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  auto r = ReadRegularFile(p, kMaxExplainInputBytes, "corpus file");
+  return r.ok() ? r.value() : std::string();
 }
 
-TEST(ExplainCorpusTest, MatchesGroundTruth) {
+bool Labelled(std::string_view settled) {
+  return StartsWith(settled, "settled") || StartsWith(settled, "maintainer-stated") ||
+         StartsWith(settled, "reporter-stated");
+}
+
+struct Score {
+  int labelled = 0, right = 0, unknown = 0, high_on_unknown = 0;
+  double Accuracy() const { return labelled == 0 ? 1.0 : static_cast<double>(right) / labelled; }
+};
+
+// Floors: the tuning split is what the rules were written against (every miss there is a log with no
+// usable signal, e.g. a bare "unhandled cuda error"); the heldout split measures generalisation, and its
+// floor sits at the share that the first, regex-based version got on unseen logs (about one in four)
+// doubled, well below the 90% target, so that the test guards regressions without pretending.
+constexpr double kTuningFloor = 0.90;
+constexpr double kHeldoutFloor = 0.50;
+
+TEST(ExplainCorpusTest, ExplainCorpusSplits) {
+  std::filesystem::path dir = testing::TestDataDir() / "explain-corpus";
+  std::string manifest = Slurp(dir / "manifest.tsv");
+  if (manifest.empty()) GTEST_SKIP() << "no " << (dir / "manifest.tsv");
+  std::map<std::string, Score> scores;
+  std::vector<std::string> rows = Split(manifest, '\n', true);
+  ASSERT_GT(rows.size(), 1u);
+  std::vector<std::string> header = Split(rows[0], '\t');
+  std::map<std::string, std::size_t> col;
+  for (std::size_t i = 0; i < header.size(); ++i) col[std::string(Trim(header[i]))] = i;
+  for (const char* c : {"id", "split", "file", "cause", "settled"}) ASSERT_TRUE(col.count(c)) << "manifest lacks " << c;
+  for (std::size_t r = 1; r < rows.size(); ++r) {
+    std::vector<std::string> cells = Split(rows[r], '\t');
+    if (cells.size() < header.size() - 1) continue;
+    auto cell = [&](const char* c) { return col[c] < cells.size() ? std::string(Trim(cells[col[c]])) : std::string(); };
+    std::string split = cell("split"), cause = cell("cause"), settled = cell("settled");
+    std::string text = Slurp(dir / cell("file"));
+    if (text.empty()) {
+      ADD_FAILURE() << "cannot read " << cell("file");
+      continue;
+    }
+    Explanation ex = ExplainLog(text);
+    std::string claim = ex.Best() == nullptr ? "none" : ex.Best()->signature;
+    bool high = ex.Best() != nullptr && ex.Best()->confidence == Confidence::kHigh;
+    Score& s = scores[split];
+    if (cause != "unknown" && Labelled(settled)) {
+      ++s.labelled;
+      if (claim == cause) {
+        ++s.right;
+      } else if (split == "tuning") {
+        std::printf("  tuning miss %s: labelled %s, got %s\n", cell("id").c_str(), cause.c_str(), claim.c_str());
+      }
+    } else {
+      ++s.unknown;
+      if (high) {
+        ++s.high_on_unknown;
+        ADD_FAILURE() << split << " row " << (split == "tuning" ? cell("id") : std::string("(heldout)"))
+                      << " is unsettled but got a high-confidence claim";
+      }
+    }
+  }
+  for (auto& [split, s] : scores)
+    std::printf("explain corpus %s: right cause on %d/%d labelled logs (%.0f%%); high-confidence claims on unknown "
+                "rows: %d/%d\n",
+                split.c_str(), s.right, s.labelled, 100 * s.Accuracy(), s.high_on_unknown, s.unknown);
+  EXPECT_GE(scores["tuning"].Accuracy(), kTuningFloor);
+  if (scores.count("heldout") && scores["heldout"].labelled > 0) {
+    EXPECT_GE(scores["heldout"].Accuracy(), kHeldoutFloor);
+  }
+}
+
+// Our mapping of the labelled rows of the shared fixtures (SOURCES.md) to cause families.
+const std::map<std::string, std::string> kFixtureCauses = {
+    {"001", "socket.ifname_missing"},
+    {"004", "shm.space"},
+    {"009", "nvls.fabricmanager"},
+    {"020", "ib.gdr"},
+};
+
+TEST(ExplainCorpusTest, SharedFixtures) {
   auto fixtures = testing::FixturesDir();
   if (!fixtures) GTEST_SKIP() << "COMMKIT_FIXTURES_DIR not set";
   std::filesystem::path logs = *fixtures / "logs";
   std::string sources = Slurp(logs / "SOURCES.md");
   if (sources.empty()) GTEST_SKIP() << "no SOURCES.md under " << logs;
-  int rows = 0, labelled = 0, labelled_ok = 0, unknown = 0, unknown_ok = 0;
+  int rows = 0, labelled = 0, right = 0, unknown = 0, unknown_ok = 0;
   for (const std::string& line : Split(sources, '\n')) {
     std::vector<std::string> cells = Split(line, '|');
     if (cells.size() < 8) continue;
@@ -44,13 +115,11 @@ TEST(ExplainCorpusTest, MatchesGroundTruth) {
     if (!EndsWith(file, ".log")) continue;
     ++rows;
     Explanation ex = ExplainLog(Slurp(logs / file));
-    bool is_labelled = StartsWith(conf, "settled") || StartsWith(conf, "maintainer-stated") ||
-                       StartsWith(conf, "reporter-stated");
-    if (is_labelled) {
+    if (Labelled(conf)) {
       ++labelled;
-      ASSERT_TRUE(kExpected.count(id)) << "labelled row " << id << " has no expected signature in this test";
-      bool ok = ex.Best() != nullptr && ex.Best()->signature == kExpected.at(id);
-      labelled_ok += ok;
+      ASSERT_TRUE(kFixtureCauses.count(id)) << "labelled row " << id << " has no expected cause in this test";
+      bool ok = ex.Best() != nullptr && ex.Best()->signature == kFixtureCauses.at(id);
+      right += ok;
       EXPECT_TRUE(ok) << file << ": got " << (ex.Best() ? ex.Best()->signature : "no claim");
     } else {
       ++unknown;
@@ -60,8 +129,9 @@ TEST(ExplainCorpusTest, MatchesGroundTruth) {
     }
   }
   EXPECT_GE(rows, 20);
-  std::printf("corpus: %d logs; labelled causes matched %d/%d; unknown rows without a high-confidence claim %d/%d\n",
-              rows, labelled_ok, labelled, unknown_ok, unknown);
+  std::printf("shared fixtures: %d logs; labelled causes matched %d/%d; unknown rows without a high-confidence claim "
+              "%d/%d\n",
+              rows, right, labelled, unknown_ok, unknown);
 }
 
 }  // namespace

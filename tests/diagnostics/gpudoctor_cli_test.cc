@@ -92,7 +92,7 @@ TEST(GpudoctorCliTest, ExplainFileAndStdin) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("Root cause (high confidence)"), std::string::npos) << r.output;
   auto j = RunCommand("cat " + log.string() + " | " + Doctor() + " explain --json -");
-  EXPECT_EQ(nlohmann::json::parse(j.output)["claim"], "shm.enospc");
+  EXPECT_EQ(nlohmann::json::parse(j.output)["claim"], "shm.space");
   EXPECT_EQ(RunCommand(Doctor() + " explain /nonexistent.log 2>/dev/null").exit_code, 3);
 }
 

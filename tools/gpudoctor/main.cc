@@ -57,9 +57,13 @@ int main(int argc, char** argv) {
                "After the checks, a short local all-reduce (2 ranks as threads; host then gloo; 1 KiB..16 MiB; "
                "a few seconds) with busbw next to the topology cost model's prediction");
 
-  CLI::App* explain = app.add_subcommand("explain", "Explain an NCCL / PyTorch log (FILE or - for stdin)");
-  std::string log_file;
-  explain->add_option("file", log_file, "Log file, or - for stdin")->required();
+  CLI::App* explain = app.add_subcommand(
+      "explain",
+      "Explain NCCL / CUDA / PyTorch failure logs: ranked causes with evidence, fix and how to confirm. Several "
+      "FILEs (one per rank or host, e.g. rank*.log) are compared to find the rank that diverged");
+  std::vector<std::string> log_files;
+  explain->add_option("files", log_files, "Log files (one per rank/host, or one interleaved log), or - for stdin")
+      ->required();
   bool explain_json = false;
   explain->add_flag("--json", explain_json, "JSON output");
 
@@ -108,18 +112,21 @@ int main(int argc, char** argv) {
   }
 
   if (explain->parsed()) {
-    std::string text;
-    if (log_file == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), {});
-    } else {
-      std::ifstream in(log_file, std::ios::binary);
-      if (!in) {
-        std::cerr << "gpudoctor explain: cannot open '" << log_file << "'\n";
-        return kUsageError;
-      }
-      text.assign(std::istreambuf_iterator<char>(in), {});
+    auto inputs = dx::LoadExplainInputs(log_files, std::cin);
+    if (!inputs.ok()) {
+      std::cerr << inputs.status().message() << "\n";
+      return kUsageError;
     }
-    dx::Explanation ex = dx::ExplainLog(text);
+    // Flight-recorder dumps ({"commkit_flight_recorder": ...}) are told apart from logs here; they are
+    // not analysed by explain yet.
+    if (!inputs.value().flight_records.empty())
+      std::cerr << "gpudoctor explain: " << inputs.value().flight_records.size()
+                << " flight-recorder document(s) given; explain reads logs only and skipped them\n";
+    if (inputs.value().logs.empty()) {
+      std::cerr << "gpudoctor explain: no log among the inputs\n";
+      return kUsageError;
+    }
+    dx::Explanation ex = dx::ExplainLogs(inputs.value().logs);
     std::cout << ((explain_json || json) ? ex.ToJson() : ex.ToText());
     return 0;
   }
