@@ -1,0 +1,158 @@
+// Per-group collective metrics in the Prometheus text exposition format (0.0.4).
+//
+// Every ProcessGroup counts, per collective kind, the operations it completed, the failures, the
+// payload bytes and a latency histogram (log2 buckets from 1 us to ~8.4 s), and the time of its last
+// progress (the last operation that completed). The counters are relaxed atomics updated once per
+// operation at completion, so the hot path pays a few stores.
+//
+// Exposure: COMMKIT_METRICS_FILE=/path/commkit.prom makes the process write the metrics of all its
+// live groups to that file (write to a temporary file, then rename: a node_exporter textfile
+// collector never reads a partial file) every COMMKIT_METRICS_INTERVAL (default 15s), when a group
+// is destroyed, and at exit. "{rank}" and "{pid}" in the path are replaced by the launcher's rank and
+// the process id, so ranks sharing a node do not overwrite each other. See docs/metrics.md.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "commkit/comm/types.h"
+#include "commkit/common/status.h"
+
+namespace commkit {
+
+// Builds a Prometheus text exposition. Families are written in the order they are opened; every
+// sample of a family must follow its Family() call.
+class PrometheusText {
+ public:
+  using Labels = std::vector<std::pair<std::string, std::string>>;
+
+  // "# HELP name help" and "# TYPE name type" (type: counter, gauge, histogram, untyped).
+  void Family(std::string_view name, std::string_view type, std::string_view help);
+  // "name{k="v",...} value". Label values are escaped; names are the caller's constants.
+  void Sample(std::string_view name, const Labels& labels, double value);
+  const std::string& str() const { return out_; }
+
+  // Label values: backslash, double quote and newline escaped as \\, \" and \n.
+  static std::string EscapeLabelValue(std::string_view value);
+  // HELP text: backslash and newline escaped.
+  static std::string EscapeHelp(std::string_view help);
+  // Integers without exponent, otherwise the shortest round-trip form; +Inf, -Inf, NaN.
+  static std::string FormatValue(double value);
+  // [a-zA-Z_:][a-zA-Z0-9_:]* (metric names) and [a-zA-Z_][a-zA-Z0-9_]* (label names).
+  static bool IsValidMetricName(std::string_view name);
+  static bool IsValidLabelName(std::string_view name);
+
+ private:
+  std::string out_;
+};
+
+// A latency histogram with log2 buckets: bucket i counts latencies <= 2^i microseconds
+// (i = 0..kBuckets-1), the last slot those above.
+class LatencyHistogram {
+ public:
+  static constexpr int kBuckets = 24;  // 1 us .. 2^23 us (~8.4 s), then +Inf
+  static int BucketOf(std::int64_t nanoseconds);
+  static double UpperBoundSeconds(int bucket) { return static_cast<double>(std::uint64_t{1} << bucket) * 1e-6; }
+
+  void Record(std::int64_t nanoseconds) {
+    const int b = BucketOf(nanoseconds);
+    counts_[static_cast<std::size_t>(b)].fetch_add(1, std::memory_order_relaxed);
+    sum_ns_.fetch_add(static_cast<std::uint64_t>(nanoseconds < 0 ? 0 : nanoseconds), std::memory_order_relaxed);
+  }
+  // Non-cumulative counts (kBuckets + 1 values) and the sum in seconds.
+  std::array<std::uint64_t, kBuckets + 1> Counts() const;
+  double SumSeconds() const { return static_cast<double>(sum_ns_.load(std::memory_order_relaxed)) * 1e-9; }
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kBuckets + 1> counts_{};
+  std::atomic<std::uint64_t> sum_ns_{0};
+};
+
+// The counters of one process group (one rank of it).
+class GroupMetrics {
+ public:
+  struct Labels {
+    std::string group;
+    int rank = 0;
+    int size = 1;
+    std::string backend;
+  };
+  explicit GroupMetrics(Labels labels);
+
+  const Labels& labels() const { return labels_; }
+
+  // Hot path: an operation of `kind` started / finished (after `latency_ns`, moving `bytes`).
+  void Started() { started_.fetch_add(1, std::memory_order_relaxed); }
+  void Finished(CollectiveKind kind, std::uint64_t bytes, std::int64_t latency_ns, bool ok, std::int64_t now_unix_ns) {
+    PerKind& k = kinds_[static_cast<std::size_t>(kind)];
+    k.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (!ok) k.failures.fetch_add(1, std::memory_order_relaxed);
+    k.latency.Record(latency_ns);  // its count is the operation count
+    last_progress_unix_ns_.store(now_unix_ns, std::memory_order_relaxed);
+    finished_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  std::uint64_t Count(CollectiveKind kind) const;
+  std::uint64_t Bytes(CollectiveKind kind) const;
+  std::uint64_t Failures(CollectiveKind kind) const;
+  std::uint64_t InFlight() const;
+  // Unix ns of the last completed operation, or of the group's creation before the first one.
+  std::int64_t LastProgressUnixNs() const { return last_progress_unix_ns_.load(std::memory_order_relaxed); }
+
+  const LatencyHistogram& Latency(CollectiveKind kind) const { return kinds_[static_cast<std::size_t>(kind)].latency; }
+
+ private:
+  struct PerKind {
+    std::atomic<std::uint64_t> bytes{0};
+    std::atomic<std::uint64_t> failures{0};
+    LatencyHistogram latency;
+  };
+  Labels labels_;
+  std::array<PerKind, kNumCollectiveKinds> kinds_{};
+  std::atomic<std::uint64_t> started_{0};
+  std::atomic<std::uint64_t> finished_{0};
+  std::atomic<std::int64_t> last_progress_unix_ns_{0};
+};
+
+// A complete exposition of the given groups (HELP/TYPE once per family).
+std::string RenderMetrics(const std::vector<std::shared_ptr<const GroupMetrics>>& groups,
+                          std::int64_t now_unix_ns);
+
+// Process-wide: the metrics of every live group, and the COMMKIT_METRICS_FILE writer.
+class MetricsRegistry {
+ public:
+  static MetricsRegistry& Get();
+  // Adds a live group; writes the file once more (final values) when the returned handle is dropped.
+  // Starts the periodic writer on the first registration when COMMKIT_METRICS_FILE is set.
+  void Register(std::shared_ptr<const GroupMetrics> metrics);
+  void Unregister(const GroupMetrics* metrics);
+  std::string Render() const;
+  // Writes Render() to `path` atomically (temporary file in the same directory, then rename).
+  static Status WriteFile(const std::filesystem::path& path, std::string_view text);
+  // The configured file ("" when unset) with {rank} and {pid} substituted.
+  static Result<std::string> FileFromEnvironment();
+  // COMMKIT_METRICS_FILE / COMMKIT_METRICS_INTERVAL are valid (for ProcessGroup::Create).
+  static Status CheckEnvironment();
+
+  struct State;
+
+ private:
+  MetricsRegistry();
+  State* state_;  // process lifetime
+};
+
+// Unix time in nanoseconds (the clock the recorder and the metrics stamp events with).
+inline std::int64_t UnixNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace commkit
