@@ -116,8 +116,8 @@ extern "C" void OnFlightSignal(int) {
 struct Registry {
   std::mutex mu;
   std::vector<const FlightRecorder*> live;
-  bool signal_decided = false;
-  int signal = 0;  // installed signal (0: none)
+  int signal = 0;             // the installed signal (0: none)
+  std::vector<int> declined;  // signals the application handles itself
   int pipe_read = -1;
   pid_t thread_pid = 0;  // the process the dump thread runs in (a forked child has none)
 };
@@ -141,36 +141,39 @@ void DumpThread(int fd, int sig) {
   }
 }
 
-// With the registry's mutex held: installs the handler once per process, and a dump thread in every
-// process (fork children included) that has the handler.
+// With the registry's mutex held: installs the handler (one signal per process, the first asked
+// for) and a dump thread in every process (fork children included) that has the handler.
 void EnsureSignalHandler(Registry& reg, const FlightRecorderOptions& options) {
-  if (!reg.signal_decided) {
-    reg.signal_decided = true;
-    if (options.signal == 0) return;
+  const int sig = options.signal;
+  if (sig != 0 && reg.signal == 0 && std::find(reg.declined.begin(), reg.declined.end(), sig) == reg.declined.end()) {
     struct sigaction old {};
-    if (::sigaction(options.signal, nullptr, &old) != 0) return;
+    if (::sigaction(sig, nullptr, &old) != 0) return;
     const bool has_handler = (old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL;
     if (has_handler && !options.signal_forced) {
-      COMMKIT_LOG_INFO("flight recorder: ", SignalName(options.signal),
+      reg.declined.push_back(sig);
+      COMMKIT_LOG_INFO("flight recorder: ", SignalName(sig),
                        " already has a handler: not dumping on it (set COMMKIT_FLIGHT_RECORDER_SIGNAL to take it)");
       return;
     }
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-      COMMKIT_LOG_WARN("flight recorder: pipe2: ", std::strerror(errno), "; no dumps on ", SignalName(options.signal));
-      return;
+    if (reg.pipe_read < 0) {
+      int fds[2];
+      if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+        COMMKIT_LOG_WARN("flight recorder: pipe2: ", std::strerror(errno), "; no dumps on ", SignalName(sig));
+        return;
+      }
+      reg.pipe_read = fds[0];
+      g_signal_pipe.store(fds[1]);
     }
-    reg.pipe_read = fds[0];
-    g_signal_pipe.store(fds[1]);
     struct sigaction sa {};
     sa.sa_handler = OnFlightSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    if (::sigaction(options.signal, &sa, nullptr) != 0) {
-      COMMKIT_LOG_WARN("flight recorder: sigaction(", SignalName(options.signal), "): ", std::strerror(errno));
+    if (::sigaction(sig, &sa, nullptr) != 0) {
+      reg.declined.push_back(sig);
+      COMMKIT_LOG_WARN("flight recorder: sigaction(", SignalName(sig), "): ", std::strerror(errno));
       return;
     }
-    reg.signal = options.signal;
+    reg.signal = sig;
   }
   if (reg.signal == 0 || reg.thread_pid == ::getpid()) return;
   // Detached, for the process's lifetime: it waits in poll() between signals and holds no lock there.
@@ -182,7 +185,7 @@ void EnsureSignalHandler(Registry& reg, const FlightRecorderOptions& options) {
 
 Result<FlightRecorderOptions> FlightRecorderOptionsFromEnvironment() {
   FlightRecorderOptions o;
-  COMMKIT_ASSIGN_OR_RETURN(std::int64_t entries, EnvIntOr("COMMKIT_FLIGHT_RECORDER_ENTRIES", 2048, 0, 1 << 20));
+  COMMKIT_ASSIGN_OR_RETURN(std::int64_t entries, EnvIntOr("COMMKIT_FLIGHT_RECORDER_ENTRIES", 2048, 0, 65536));
   o.entries = static_cast<std::size_t>(entries);
   COMMKIT_ASSIGN_OR_RETURN(std::optional<std::string> dir, EnvString("COMMKIT_FLIGHT_RECORDER_DIR"));
   o.dump_dir = dir ? *dir : DefaultDumpDir();

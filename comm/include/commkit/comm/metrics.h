@@ -60,7 +60,7 @@ class LatencyHistogram {
  public:
   static constexpr int kBuckets = 24;  // 1 us .. 2^23 us (~8.4 s), then +Inf
   static int BucketOf(std::int64_t nanoseconds);
-  static double UpperBoundSeconds(int bucket) { return static_cast<double>(std::uint64_t{1} << bucket) * 1e-6; }
+  static double UpperBoundSeconds(int bucket) { return static_cast<double>(std::uint64_t{1} << bucket) / 1e6; }
 
   void Record(std::int64_t nanoseconds) {
     const int b = BucketOf(nanoseconds);
