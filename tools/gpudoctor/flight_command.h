@@ -3,6 +3,7 @@
 // the node checks (gpudoctor --format prometheus).
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 

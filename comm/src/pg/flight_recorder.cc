@@ -18,6 +18,7 @@
 #include "commkit/common/file_io.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "flight_clock.h"
 
 namespace commkit {
 
@@ -204,6 +205,7 @@ Status FlightRecorder::CheckEnvironment() {
 
 FlightRecorder::FlightRecorder(GroupInfo info, FlightRecorderOptions options)
     : info_(std::move(info)), options_(std::move(options)), capacity_(options_.entries) {
+  flight_clock::Init();
   if (capacity_ > 0) {
     collectives_ = std::make_unique<Slot[]>(capacity_);
     p2p_ = std::make_unique<Slot[]>(capacity_);
@@ -256,15 +258,15 @@ void FlightRecorder::Scheduled(const CollectiveArgs& a) {
                    std::memory_order_relaxed);
   s.count.store(Elements(a), std::memory_order_relaxed);
   s.fingerprint.store(a.fingerprint, std::memory_order_relaxed);
-  s.enqueued_ns.store(UnixNanos(), std::memory_order_relaxed);
+  s.enqueued_ns.store(flight_clock::Now(), std::memory_order_relaxed);
   s.started_ns.store(0, std::memory_order_relaxed);
   s.ended_ns.store(0, std::memory_order_relaxed);
   s.word.store(seq | static_cast<std::uint64_t>(FlightState::kScheduled), std::memory_order_release);
 }
 
 std::int64_t FlightRecorder::Started(const CollectiveArgs& a) {
-  const std::int64_t now = UnixNanos();
-  metrics_->Started();
+  const std::int64_t now = flight_clock::Now();
+  metrics_->Started(a.kind);
   if (capacity_ == 0) return now;
   Slot& s = *SlotFor(IsP2p(a.kind), a.sequence);
   const std::uint64_t seq = a.sequence << kSeqShift;
@@ -275,10 +277,10 @@ std::int64_t FlightRecorder::Started(const CollectiveArgs& a) {
   return now;
 }
 
-void FlightRecorder::Finished(const CollectiveArgs& a, std::int64_t started_ns, const Status& status) {
-  const std::int64_t now = UnixNanos();
+void FlightRecorder::Finished(const CollectiveArgs& a, std::int64_t started, const Status& status) {
+  const std::int64_t now = flight_clock::Now();
   const bool ok = status.ok();
-  metrics_->Finished(a.kind, Elements(a) * SizeOf(a.dtype), now - started_ns, ok, now);
+  metrics_->Finished(a.kind, Elements(a) * SizeOf(a.dtype), flight_clock::TicksToNanos(now - started), ok, now);
   if (capacity_ > 0) {
     Slot& s = *SlotFor(IsP2p(a.kind), a.sequence);
     const std::uint64_t seq = a.sequence << kSeqShift;
@@ -323,6 +325,12 @@ FlightDump FlightRecorder::Snapshot(std::string_view reason) const {
   d.reason = std::string(reason);
   d.dumped_ns = UnixNanos();
   d.capacity = capacity_;
+  // Slots hold clock ticks: unix time relative to one anchor read now.
+  const std::int64_t anchor_ticks = flight_clock::Now();
+  const std::int64_t anchor_unix = UnixNanos();
+  auto unix_ns = [&](std::int64_t ticks) {
+    return ticks == 0 ? 0 : anchor_unix - flight_clock::TicksToNanos(anchor_ticks - ticks);
+  };
   {
     std::lock_guard<std::mutex> lock(failure_mu_);
     d.failure = failure_;
@@ -343,9 +351,9 @@ FlightDump FlightRecorder::Snapshot(std::string_view reason) const {
         const std::uint64_t pt = s.peer_tag.load(std::memory_order_relaxed);
         e.count = s.count.load(std::memory_order_relaxed);
         e.fingerprint = s.fingerprint.load(std::memory_order_relaxed);
-        e.enqueued_ns = s.enqueued_ns.load(std::memory_order_relaxed);
-        e.started_ns = s.started_ns.load(std::memory_order_relaxed);
-        e.ended_ns = s.ended_ns.load(std::memory_order_relaxed);
+        e.enqueued_ns = unix_ns(s.enqueued_ns.load(std::memory_order_relaxed));
+        e.started_ns = unix_ns(s.started_ns.load(std::memory_order_relaxed));
+        e.ended_ns = unix_ns(s.ended_ns.load(std::memory_order_relaxed));
         std::atomic_thread_fence(std::memory_order_acquire);
         const std::uint64_t w2 = s.word.load(std::memory_order_relaxed);
         if ((w2 >> kSeqShift) != e.sequence || (w2 & kStateMask) == 0) continue;  // rewritten meanwhile

@@ -17,6 +17,7 @@
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "flight_clock.h"
 
 namespace commkit {
 
@@ -103,13 +104,12 @@ std::array<std::uint64_t, LatencyHistogram::kBuckets + 1> LatencyHistogram::Coun
 }
 
 GroupMetrics::GroupMetrics(Labels labels) : labels_(std::move(labels)) {
-  last_progress_unix_ns_.store(UnixNanos(), std::memory_order_relaxed);
+  flight_clock::Init();
+  last_progress_ticks_.store(flight_clock::Now(), std::memory_order_relaxed);
 }
 
 std::uint64_t GroupMetrics::Count(CollectiveKind kind) const {
-  std::uint64_t n = 0;
-  for (std::uint64_t c : Latency(kind).Counts()) n += c;
-  return n;
+  return kinds_[static_cast<std::size_t>(kind)].finished.load(std::memory_order_relaxed);
 }
 std::uint64_t GroupMetrics::Bytes(CollectiveKind kind) const {
   return kinds_[static_cast<std::size_t>(kind)].bytes.load(std::memory_order_relaxed);
@@ -118,10 +118,17 @@ std::uint64_t GroupMetrics::Failures(CollectiveKind kind) const {
   return kinds_[static_cast<std::size_t>(kind)].failures.load(std::memory_order_relaxed);
 }
 std::uint64_t GroupMetrics::InFlight() const {
-  // finished is read first: a completion between the two loads cannot make the difference negative.
-  const std::uint64_t finished = finished_.load(std::memory_order_relaxed);
-  const std::uint64_t started = started_.load(std::memory_order_relaxed);
-  return started > finished ? started - finished : 0;
+  std::uint64_t n = 0;
+  for (const PerKind& k : kinds_) {
+    // finished first: a completion between the two loads cannot make the difference negative.
+    const std::uint64_t finished = k.finished.load(std::memory_order_relaxed);
+    const std::uint64_t started = k.started.load(std::memory_order_relaxed);
+    n += started > finished ? started - finished : 0;
+  }
+  return n;
+}
+std::int64_t GroupMetrics::LastProgressUnixNs() const {
+  return flight_clock::ToUnixNanos(last_progress_ticks_.load(std::memory_order_relaxed));
 }
 
 namespace {

@@ -6,6 +6,7 @@ list(APPEND COMMKIT_COMM_SOURCES
   src/pg/validate.cc
   src/pg/process_group.cc
   src/pg/builtin_backends.cc
+  src/pg/flight_clock.cc
   src/pg/flight_recorder.cc
   src/pg/flight_dump.cc
   src/pg/metrics.cc)

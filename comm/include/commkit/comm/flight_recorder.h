@@ -111,11 +111,11 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   // Hot path. Scheduled: at submit, after the sequence number is assigned. Started: when the
-  // operation begins to run; returns its start time for Finished. Finished: with its status; the
-  // first failure writes a dump (when enabled).
+  // operation begins to run; returns its start time (clock ticks) for Finished. Finished: with its
+  // status; the first failure writes a dump (when enabled).
   void Scheduled(const CollectiveArgs& args);
   std::int64_t Started(const CollectiveArgs& args);
-  void Finished(const CollectiveArgs& args, std::int64_t started_ns, const Status& status);
+  void Finished(const CollectiveArgs& args, std::int64_t started, const Status& status);
 
   // The ring's current content (both rings, oldest first by enqueue time) plus the group's facts.
   FlightDump Snapshot(std::string_view reason) const;
@@ -131,7 +131,7 @@ class FlightRecorder {
   const std::shared_ptr<GroupMetrics>& shared_metrics() const { return metrics_; }
 
   // One ring slot: a cache line of relaxed atomics. `word` = sequence << 16 | error << 8 | state
-  // (state 0: being written).
+  // (state 0: being written); the times are clock ticks (converted to unix ns by Snapshot).
   struct Slot {
     std::atomic<std::uint64_t> word{0};
     std::atomic<std::uint64_t> desc{0};  // kind | dtype << 8 | reduce << 16 | memory << 24 | root << 32

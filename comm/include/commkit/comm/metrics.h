@@ -2,8 +2,8 @@
 //
 // Every ProcessGroup counts, per collective kind, the operations it completed, the failures, the
 // payload bytes and a latency histogram (log2 buckets from 1 us to ~8.4 s), and the time of its last
-// progress (the last operation that completed). The counters are relaxed atomics updated once per
-// operation at completion, so the hot path pays a few stores.
+// progress (the last operation that completed). The counters are relaxed atomics written by one
+// thread at a time, so the hot path pays a few plain stores.
 //
 // Exposure: COMMKIT_METRICS_FILE=/path/commkit.prom makes the process write the metrics of all its
 // live groups to that file (write to a temporary file, then rename: a node_exporter textfile
@@ -54,8 +54,16 @@ class PrometheusText {
   std::string out_;
 };
 
+// Counters with one writer at a time and any number of readers: relaxed load + store instead of an
+// atomic read-modify-write (a locked instruction), which is what the hot path can afford. ProcessGroup
+// runs one operation of a kind at a time (collectives in order, sends and receives each in order),
+// and successive writers are ordered by its own synchronization.
+inline void BumpCounter(std::atomic<std::uint64_t>& counter, std::uint64_t by) {
+  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+}
+
 // A latency histogram with log2 buckets: bucket i counts latencies <= 2^i microseconds
-// (i = 0..kBuckets-1), the last slot those above.
+// (i = 0..kBuckets-1), the last slot those above. One writer at a time (see BumpCounter).
 class LatencyHistogram {
  public:
   static constexpr int kBuckets = 24;  // 1 us .. 2^23 us (~8.4 s), then +Inf
@@ -63,9 +71,8 @@ class LatencyHistogram {
   static double UpperBoundSeconds(int bucket) { return static_cast<double>(std::uint64_t{1} << bucket) / 1e6; }
 
   void Record(std::int64_t nanoseconds) {
-    const int b = BucketOf(nanoseconds);
-    counts_[static_cast<std::size_t>(b)].fetch_add(1, std::memory_order_relaxed);
-    sum_ns_.fetch_add(static_cast<std::uint64_t>(nanoseconds < 0 ? 0 : nanoseconds), std::memory_order_relaxed);
+    BumpCounter(counts_[static_cast<std::size_t>(BucketOf(nanoseconds))], 1);
+    BumpCounter(sum_ns_, static_cast<std::uint64_t>(nanoseconds < 0 ? 0 : nanoseconds));
   }
   // Non-cumulative counts (kBuckets + 1 values) and the sum in seconds.
   std::array<std::uint64_t, kBuckets + 1> Counts() const;
@@ -76,7 +83,7 @@ class LatencyHistogram {
   std::atomic<std::uint64_t> sum_ns_{0};
 };
 
-// The counters of one process group (one rank of it).
+// The counters of one process group (one rank of it). Fed by its FlightRecorder.
 class GroupMetrics {
  public:
   struct Labels {
@@ -89,37 +96,37 @@ class GroupMetrics {
 
   const Labels& labels() const { return labels_; }
 
-  // Hot path: an operation of `kind` started / finished (after `latency_ns`, moving `bytes`).
-  void Started() { started_.fetch_add(1, std::memory_order_relaxed); }
-  void Finished(CollectiveKind kind, std::uint64_t bytes, std::int64_t latency_ns, bool ok, std::int64_t now_unix_ns) {
+  // Hot path (one writer per kind at a time): an operation of `kind` started / finished after
+  // `latency_ns`, moving `bytes`; `now_ticks` is the recorder's clock (comm/src/pg/flight_clock.h).
+  void Started(CollectiveKind kind) { BumpCounter(kinds_[static_cast<std::size_t>(kind)].started, 1); }
+  void Finished(CollectiveKind kind, std::uint64_t bytes, std::int64_t latency_ns, bool ok, std::int64_t now_ticks) {
     PerKind& k = kinds_[static_cast<std::size_t>(kind)];
-    k.bytes.fetch_add(bytes, std::memory_order_relaxed);
-    if (!ok) k.failures.fetch_add(1, std::memory_order_relaxed);
-    k.latency.Record(latency_ns);  // its count is the operation count
-    last_progress_unix_ns_.store(now_unix_ns, std::memory_order_relaxed);
-    finished_.fetch_add(1, std::memory_order_relaxed);
+    BumpCounter(k.bytes, bytes);
+    if (!ok) BumpCounter(k.failures, 1);
+    k.latency.Record(latency_ns);
+    BumpCounter(k.finished, 1);
+    last_progress_ticks_.store(now_ticks, std::memory_order_relaxed);
   }
 
-  std::uint64_t Count(CollectiveKind kind) const;
+  std::uint64_t Count(CollectiveKind kind) const;  // finished operations
   std::uint64_t Bytes(CollectiveKind kind) const;
   std::uint64_t Failures(CollectiveKind kind) const;
   std::uint64_t InFlight() const;
   // Unix ns of the last completed operation, or of the group's creation before the first one.
-  std::int64_t LastProgressUnixNs() const { return last_progress_unix_ns_.load(std::memory_order_relaxed); }
-
+  std::int64_t LastProgressUnixNs() const;
   const LatencyHistogram& Latency(CollectiveKind kind) const { return kinds_[static_cast<std::size_t>(kind)].latency; }
 
  private:
   struct PerKind {
+    std::atomic<std::uint64_t> started{0};
+    std::atomic<std::uint64_t> finished{0};
     std::atomic<std::uint64_t> bytes{0};
     std::atomic<std::uint64_t> failures{0};
     LatencyHistogram latency;
   };
   Labels labels_;
   std::array<PerKind, kNumCollectiveKinds> kinds_{};
-  std::atomic<std::uint64_t> started_{0};
-  std::atomic<std::uint64_t> finished_{0};
-  std::atomic<std::int64_t> last_progress_unix_ns_{0};
+  std::atomic<std::int64_t> last_progress_ticks_{0};
 };
 
 // A complete exposition of the given groups (HELP/TYPE once per family).
