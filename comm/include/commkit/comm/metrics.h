@@ -137,9 +137,11 @@ std::string RenderMetrics(const std::vector<std::shared_ptr<const GroupMetrics>>
 class MetricsRegistry {
  public:
   static MetricsRegistry& Get();
-  // Adds a live group; writes the file once more (final values) when the returned handle is dropped.
-  // Starts the periodic writer on the first registration when COMMKIT_METRICS_FILE is set.
+  // Adds a live group. Starts the periodic writer on the first registration when
+  // COMMKIT_METRICS_FILE is set.
   void Register(std::shared_ptr<const GroupMetrics> metrics);
+  // Writes the file once more with the group's final values, then removes it; the last group's
+  // removal stops the writer.
   void Unregister(const GroupMetrics* metrics);
   std::string Render() const;
   // Writes Render() to `path` atomically (temporary file in the same directory, then rename).
