@@ -131,3 +131,10 @@ if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi)
   set_tests_properties(comm_pg_mpi_rank_dies PROPERTIES LABELS mp TIMEOUT 120 PROCESSORS 3
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0;OMPI_MCA_mca_base_component_disable_dlclose=1")
 endif()
+
+# The flight recorder (ring, dumps on failure/signal/request, JSON) and the per-group metrics.
+commkit_add_test(comm_flight_recorder_test
+  SOURCES flight_recorder_test.cc
+  LIBS commkit::comm
+  LABELS unit
+  TIMEOUT 120)

@@ -20,6 +20,7 @@
 #include "commkit/diagnostics/explain.h"
 #include "commkit/diagnostics/local_bench.h"
 #include "commkit/diagnostics/snapshot.h"
+#include "flight_command.h"
 
 namespace dx = commkit::diagnostics;
 
@@ -32,8 +33,8 @@ bool UseColor(bool no_color_flag) {
   return isatty(STDOUT_FILENO) != 0;
 }
 
-void Print(const dx::Report& report, bool json, bool color) {
-  std::cout << (json ? report.ToJson() : report.ToText(color));
+void Print(const dx::Report& report, bool json, bool color, bool prometheus = false) {
+  std::cout << (prometheus ? gpudoctor::ReportToPrometheus(report) : json ? report.ToJson() : report.ToText(color));
 }
 
 }  // namespace
@@ -45,6 +46,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> only, skip;
   std::string from;
   app.add_flag("--json", json, "Print the report as JSON (schema: docs/gpudoctor.md)");
+  std::string format = "text";
+  app.add_option("--format", format, "text, json (as --json) or prometheus (gauges for node_exporter: docs/metrics.md)")
+      ->check(CLI::IsMember({"text", "json", "prometheus"}));
   app.add_option("--only", only, "Run only checks whose id or category matches (glob, repeatable, comma-separated)")
       ->delimiter(',');
   app.add_option("--skip", skip, "Skip checks whose id or category matches (glob, repeatable, comma-separated)")
@@ -66,6 +70,8 @@ int main(int argc, char** argv) {
       ->required();
   bool explain_json = false;
   explain->add_flag("--json", explain_json, "JSON output");
+
+  auto flight = gpudoctor::AddFlightCommand(app);
 
   CLI::App* snapshot = app.add_subcommand("snapshot", "Capture everything the checks read into a directory or .tar.gz");
   std::string snapshot_out = "gpudoctor-snapshot.tar.gz";
@@ -101,6 +107,14 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
+    return kUsageError;
+  }
+
+  json = json || format == "json";
+  const bool prometheus = format == "prometheus";
+  if (flight->app->parsed()) return gpudoctor::RunFlightCommand(*flight, json);
+  if (prometheus && bench) {
+    std::cerr << "gpudoctor: --format prometheus renders the checks only; it cannot be combined with --bench\n";
     return kUsageError;
   }
 
@@ -236,12 +250,12 @@ int main(int argc, char** argv) {
       return kUsageError;
     }
     dx::Report report = dx::RunChecks(registry, dx::CheckContext{(*snap)->view()}, selection);
-    Print(report, json, UseColor(no_color));
+    Print(report, json, UseColor(no_color), prometheus);
     return report.ExitCode();
   }
   dx::Report report = dx::RunChecks(registry, dx::CheckContext{commkit::SystemView::Live()}, selection);
   if (!bench) {
-    Print(report, json, UseColor(no_color));
+    Print(report, json, UseColor(no_color), prometheus);
     return report.ExitCode();
   }
   auto result = dx::RunLocalBench();

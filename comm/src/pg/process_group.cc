@@ -8,6 +8,7 @@
 #include <optional>
 #include <thread>
 
+#include "commkit/comm/flight_recorder.h"
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/registry.h"
 #include "commkit/comm/rendezvous.h"
@@ -186,6 +187,7 @@ class ProcessGroup::Impl {
   Impl(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options, std::unique_ptr<Backend> backend)
       : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)), backend_(std::move(backend)) {
     inline_bytes_ = static_cast<std::size_t>(EnvIntOr("COMMKIT_INLINE_BYTES", 256 << 10, 0, std::int64_t{1} << 40).value_or(256 << 10));
+    flight_ = FlightRecorder::FromEnvironment({rank_, size_, options_.name, std::string(backend_->Name())});
     worker_ = std::thread([this] { WorkerLoop(); });
     publisher_ = std::thread([this] { PublishLoop(); });
   }
@@ -237,6 +239,7 @@ class ProcessGroup::Impl {
       seq = p2p ? ++next_p2p_seq_ : ++next_seq_;
       args.sequence = seq;
       args.fingerprint = FingerprintHash(args);
+      flight_->Scheduled(args);
       // Small collectives with nothing ahead of them run on the caller's thread: the hand-off to the
       // worker (two context switches) would cost more than the operation. Larger ones stay
       // asynchronous so callers overlap them with computation. Order is kept: nothing is queued or
@@ -326,7 +329,10 @@ class ProcessGroup::Impl {
   // that this rank entered them, for the progress heartbeat.
   Status Enter(const CollectiveArgs& args) {
     if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) entered_seq_.store(args.sequence);
-    return RunChecked(args);
+    const std::int64_t flight_start = flight_->Started(args);
+    Status s = RunChecked(args);
+    flight_->Finished(args, flight_start, s);
+    return s;
   }
 
   std::string OpName(const CollectiveArgs& args) const { return StrCat(ToString(args.kind), " #", args.sequence); }
@@ -554,6 +560,7 @@ class ProcessGroup::Impl {
   std::atomic<std::uint64_t> entered_seq_{0};
   std::thread worker_, publisher_;
   std::shared_ptr<SerialExecutor> send_exec_, recv_exec_;  // created on first use; guarded by mu_
+  std::shared_ptr<FlightRecorder> flight_;  // the last operations, for dumps; and the group's metrics
   friend class ProcessGroup;
   int splits_ = 0;
 };
@@ -569,6 +576,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::Create(std::shared_ptr<Store
   ProcessGroupOptions o = options;
   COMMKIT_ASSIGN_OR_RETURN(o.timeout, EnvDurationOr("COMMKIT_TIMEOUT", o.timeout));
   COMMKIT_ASSIGN_OR_RETURN(o.check_mismatch, EnvBoolOr("COMMKIT_CHECK_MISMATCH", o.check_mismatch));
+  COMMKIT_RETURN_IF_ERROR(FlightRecorder::CheckEnvironment());
   auto pg_store = std::make_shared<PrefixStore>(StrCat("pg/", o.name), std::move(store));
   BackendContext ctx;
   ctx.rank = rank;
@@ -603,6 +611,9 @@ const std::string& ProcessGroup::name() const { return impl_->name(); }
 MemoryKind ProcessGroup::memory() const { return impl_->options().memory; }
 bool ProcessGroup::Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceOp op) const {
   return impl_->backend().Supports(kind, dtype, memory, op.kind);
+}
+Result<std::filesystem::path> ProcessGroup::DumpFlightRecord(std::string_view reason, const std::filesystem::path& dir) const {
+  return impl_->flight_->Dump(reason, dir);
 }
 
 namespace {

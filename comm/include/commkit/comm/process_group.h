@@ -23,6 +23,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,10 @@ class ProcessGroup {
   // backend that only takes device buffers (NCCL), else ProcessGroupOptions::memory (host by default).
   MemoryKind memory() const;
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceOp op = {}) const;
+  // Writes this group's flight record (its last operations, see flight_recorder.h) as JSON to
+  // <dir>/<group>-rank<rank>.json (dir: COMMKIT_FLIGHT_RECORDER_DIR's when empty); returns the path.
+  Result<std::filesystem::path> DumpFlightRecord(std::string_view reason = "requested",
+                                                 const std::filesystem::path& dir = {}) const;
 
   using WorkPtr = std::unique_ptr<Work>;
   Result<WorkPtr> Allreduce(const void* send, void* recv, std::size_t count, DataType dtype, ReduceOp op,
