@@ -52,6 +52,13 @@ TEST(GpudoctorFlight, NamesTheRankThatSkippedACollective) {
   EXPECT_NE(text.output.find("rank 1 never called broadcast #3 (f32 x 8, root 0), which ranks 0, 2 wait in"),
             std::string::npos) << text.output;
 
+  // explain reads the same dumps (told apart from logs by their top-level key) and gives the verdict.
+  const std::string dumps = (dir.path() / "world-rank0.json").string() + " " + (dir.path() / "world-rank1.json").string() +
+                            " " + (dir.path() / "world-rank2.json").string();
+  auto explained = RunCommand(Doctor() + " explain " + dumps + " 2>&1");
+  EXPECT_EQ(explained.exit_code, 1) << explained.output;
+  EXPECT_NE(explained.output.find("rank 1 never called broadcast #3"), std::string::npos) << explained.output;
+
   auto json = RunCommand(Doctor() + " flight --json " + (dir.path() / "world-rank0.json").string() + " " +
                          (dir.path() / "world-rank1.json").string() + " " + (dir.path() / "world-rank2.json").string());
   EXPECT_EQ(json.exit_code, 1) << json.output;

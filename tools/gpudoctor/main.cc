@@ -18,6 +18,7 @@
 #include "commkit/diagnostics/check.h"
 #include "commkit/diagnostics/cluster.h"
 #include "commkit/diagnostics/explain.h"
+#include "commkit/diagnostics/flight_record.h"
 #include "commkit/diagnostics/local_bench.h"
 #include "commkit/diagnostics/snapshot.h"
 #include "flight_command.h"
@@ -131,18 +132,29 @@ int main(int argc, char** argv) {
       std::cerr << inputs.status().message() << "\n";
       return kUsageError;
     }
-    // Flight-recorder dumps ({"commkit_flight_recorder": ...}) are told apart from logs here; they are
-    // not analysed by explain yet.
-    if (!inputs.value().flight_records.empty())
-      std::cerr << "gpudoctor explain: " << inputs.value().flight_records.size()
-                << " flight-recorder document(s) given; explain reads logs only and skipped them\n";
-    if (inputs.value().logs.empty()) {
+    // Flight-recorder dumps ({"commkit_flight_recorder": ...}) get the flight verdict (which rank
+    // stopped or diverged, at which operation); logs get the explanation; both when both are given.
+    const bool as_json = explain_json || json;
+    int rc = 0;
+    if (!inputs.value().flight_records.empty()) {
+      std::vector<std::pair<std::string, std::string>> documents;
+      for (const dx::LogInput& d : inputs.value().flight_records) documents.emplace_back(d.name, d.text);
+      auto verdict = dx::ExplainFlightRecords(documents);
+      if (!verdict.ok()) {
+        std::cerr << "gpudoctor explain: " << verdict.status().ToString() << "\n";
+        return kUsageError;
+      }
+      std::cout << (as_json ? verdict->ToJson() : verdict->ToText());
+      rc = verdict->ExitCode();
+    }
+    if (!inputs.value().logs.empty()) {
+      dx::Explanation ex = dx::ExplainLogs(inputs.value().logs);
+      std::cout << (as_json ? ex.ToJson() : ex.ToText());
+    } else if (inputs.value().flight_records.empty()) {
       std::cerr << "gpudoctor explain: no log among the inputs\n";
       return kUsageError;
     }
-    dx::Explanation ex = dx::ExplainLogs(inputs.value().logs);
-    std::cout << ((explain_json || json) ? ex.ToJson() : ex.ToText());
-    return 0;
+    return rc;
   }
 
   if (snapshot->parsed()) {
