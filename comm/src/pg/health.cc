@@ -1,8 +1,15 @@
 #include "health.h"
 
-#include <chrono>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <vector>
 
+#include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "validate.h"
 
@@ -19,127 +26,334 @@ std::int64_t UnixMs() {
 
 std::string OpName(const CollectiveArgs& args) { return StrCat(ToString(args.kind), " #", args.sequence); }
 
+// A small kernel-generated file (/proc); empty when it cannot be read.
+std::string ReadSmallProcFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[512];
+  while (out.size() < 4096) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+struct ProcStat {
+  char state = '?';
+  std::uint64_t start = 0;
+};
+
+// /proc/<pid>/stat: the state (field 3) and the start time (field 22). The command name (field 2) may
+// hold spaces and parentheses, so fields are counted from the last ')'.
+std::optional<ProcStat> ReadProcStat(const std::string& pid) {
+  std::string text = ReadSmallProcFile(StrCat("/proc/", pid, "/stat"));
+  auto close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  auto fields = Split(std::string_view(text).substr(close + 1), ' ', /*skip_empty=*/true);
+  if (fields.size() < 20) return std::nullopt;
+  ProcStat s;
+  s.state = fields[0].empty() ? '?' : fields[0][0];
+  auto start = ParseInt(fields[19]);
+  if (start && *start >= 0) s.start = static_cast<std::uint64_t>(*start);
+  return s;
+}
+
+// The boot and pid namespace this process runs in: pids of two processes compare only when both match.
+std::string PidNamespace() {
+  std::string boot = std::string(Trim(ReadSmallProcFile("/proc/sys/kernel/random/boot_id")));
+  char link[128] = {0};
+  ssize_t n = ::readlink("/proc/self/ns/pid", link, sizeof link - 1);
+  if (boot.empty() || n <= 0) return {};
+  std::string id = StrCat(boot, "/", std::string_view(link, static_cast<std::size_t>(n)));
+  for (char& c : id)
+    if (c == ' ') c = '_';
+  return id;
+}
+
+const RankProgress& Self() {
+  static const RankProgress self = [] {
+    RankProgress p;
+    p.pid = ::getpid();
+    if (auto st = ReadProcStat("self")) p.start = st->start;
+    p.pid_namespace = PidNamespace();
+    return p;
+  }();
+  return self;
+}
+
+// Runs `fn` on a thread of its own and waits for its result until `deadline`; nullopt when it did not
+// answer in time (the thread then finishes on its own: `fn` must own, not borrow, what it uses).
+template <typename T, typename F>
+std::optional<T> CallWithDeadline(F fn, Clock::time_point deadline) {
+  struct Slot {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::optional<T> value;
+  };
+  auto slot = std::make_shared<Slot>();
+  std::thread thread([slot, fn = std::move(fn)]() mutable {
+    T v = fn();
+    {
+      std::lock_guard<std::mutex> lock(slot->mu);
+      slot->value = std::move(v);
+    }
+    slot->cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(slot->mu);
+  const bool answered = slot->cv.wait_until(lock, deadline, [&] { return slot->value.has_value(); });
+  std::optional<T> value = slot->value;
+  lock.unlock();
+  // Joined when it answered (it is about to return: what it owns is released here, not later on a
+  // thread of its own), abandoned otherwise.
+  if (answered) {
+    thread.join();
+  } else {
+    thread.detach();
+  }
+  return value;
+}
+
+// Every peer's progress entry (nullopt for one never published); nullopt when the store failed.
+using Snapshot = std::optional<std::vector<std::optional<RankProgress>>>;
+
+Snapshot ReadSnapshot(const std::shared_ptr<Store>& store, const std::vector<std::string>& keys) {
+  std::vector<std::optional<RankProgress>> out(keys.size());
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    auto present = store->Check({keys[i]});
+    if (!present.ok()) return std::nullopt;
+    if (!*present) continue;
+    auto v = store->Get(keys[i], milliseconds(200));
+    if (!v.ok()) return std::nullopt;
+    out[i] = ParseProgress(*v);
+  }
+  return out;
+}
+
 }  // namespace
 
-Health::Health(std::shared_ptr<Store> store, int rank, int size, std::string who)
-    : store_(std::move(store)), rank_(rank), size_(size), who_(std::move(who)) {
-  publisher_ = std::thread([this] { PublishLoop(); });
+std::string FormatProgress(const RankProgress& p) {
+  return StrCat(p.seq, " ", p.when, " ", p.pid, " ", p.start, " ", p.pid_namespace.empty() ? "-" : p.pid_namespace, " ",
+                p.failed);
 }
 
-void Health::Stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (publisher_.joinable()) publisher_.join();
-}
-
-std::optional<Health::Progress> Health::ReadProgress(int r) {
-  std::string key = StrCat("progress/", r);
-  auto present = store_->Check({key});
-  if (!present.ok()) return std::nullopt;
-  Progress p;
-  if (!*present) return p;
-  auto v = store_->Get(key, std::chrono::seconds(2));
-  if (!v.ok()) return p;
-  auto parts = commkit::Split(*v, ' ');
-  auto seq = parts.size() == 2 ? ParseInt(parts[0]) : std::nullopt;
-  auto when = parts.size() == 2 ? ParseInt(parts[1]) : std::nullopt;
-  if (!seq || !when) return p;
-  p.present = true;
+std::optional<RankProgress> ParseProgress(std::string_view text) {
+  auto parts = Split(text, ' ');
+  if (parts.size() < 2) return std::nullopt;
+  auto seq = ParseInt(parts[0]);
+  auto when = ParseInt(parts[1]);
+  if (!seq || !when) return std::nullopt;
+  RankProgress p;
   p.seq = *seq;
   p.when = *when;
+  if (parts.size() >= 5) {
+    auto pid = ParseInt(parts[2]);
+    auto start = ParseInt(parts[3]);
+    if (pid && start && *pid > 0 && *start >= 0) {
+      p.pid = *pid;
+      p.start = static_cast<std::uint64_t>(*start);
+      p.pid_namespace = parts[4] == "-" ? "" : parts[4];
+    }
+  }
+  if (parts.size() >= 6) {
+    auto failed = ParseInt(parts[5]);
+    if (failed && *failed >= 0) p.failed = *failed;
+  }
   return p;
 }
 
-// Enriches a failure with the ranks that had not reached this operation and the ranks that stopped
-// sending heartbeats (dead or hung) — from the progress keys. Every rank publishes a heartbeat each
-// second, so a peer whose heartbeat does not move for kSilence is named as silent; the wait for that
-// happens only on this failure path and is bounded by kSilence.
-Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
-  constexpr auto kSilence = std::chrono::milliseconds(2500);
-  constexpr int kMaxNamed = 64;
-  std::vector<std::string> behind;
-  std::vector<int> peers;
-  std::vector<Progress> first;
-  std::int64_t now = UnixMs();
-  bool store_ok = true;
-  for (int r = 0; r < size_ && static_cast<int>(peers.size()) < kMaxNamed; ++r) {
-    if (r == rank_) continue;
-    auto p = ReadProgress(r);
-    if (!p) {
-      store_ok = false;  // the store itself is gone: say nothing more
+RankProgress SelfIdentity() { return Self(); }
+
+std::optional<std::string> DeadProcess(const RankProgress& p) {
+  const RankProgress& self = Self();
+  if (p.pid <= 0 || p.pid_namespace.empty() || p.pid_namespace != self.pid_namespace) return std::nullopt;
+  if (p.pid == self.pid) return std::nullopt;  // ranks that are threads of this process
+  auto st = ReadProcStat(std::to_string(p.pid));
+  if (!st) return StrCat("process ", p.pid, " exited");
+  if (p.start != 0 && st->start != p.start) return StrCat("process ", p.pid, " exited");  // the pid was reused
+  if (st->state == 'Z' || st->state == 'X') return StrCat("process ", p.pid, " is dead (a zombie not yet reaped)");
+  return std::nullopt;
+}
+
+struct Health::Shared {
+  std::shared_ptr<Store> store;
+  std::string key;
+  std::atomic<std::uint64_t> entered{0};
+  std::atomic<std::uint64_t> failed{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;
+  bool exited = false;
+};
+
+namespace {
+
+// Publishes "progress/<rank>": on change (at most every 100 ms) and as a heartbeat every kHeartbeat,
+// so a failing rank can tell lagging peers from dead ones. A failed store call ends it: the store is
+// gone (typically rank 0, its host, exited) and retrying would only hold up this rank's exit.
+void PublishLoop(const std::shared_ptr<Health::Shared>& s, std::chrono::milliseconds heartbeat) {
+  std::uint64_t published = ~0ull, published_failed = 0;
+  auto last = Clock::now() - std::chrono::seconds(10);
+  RankProgress p = Self();
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(s->mu);
+      // A failure is published at once: peers diagnosing the same failure must not take this rank,
+      // which exits right after reporting it, for a dead one.
+      s->cv.wait_for(lock, milliseconds(100), [&] { return s->stopping || s->failed.load() != published_failed; });
+      if (s->stopping) break;
+    }
+    std::uint64_t seq = s->entered.load();
+    std::uint64_t failed = s->failed.load();
+    if (seq == published && failed == published_failed && Clock::now() - last < heartbeat) continue;
+    p.seq = static_cast<std::int64_t>(seq);
+    p.failed = static_cast<std::int64_t>(failed);
+    p.when = UnixMs();
+    Status st = s->store->Set(s->key, FormatProgress(p));
+    if (!st.ok()) {
+      COMMKIT_LOG_DEBUG("progress heartbeat ", s->key, " stopped: ", st.ToString());
       break;
     }
+    published = seq;
+    published_failed = failed;
+    last = Clock::now();
+  }
+  {
+    std::lock_guard<std::mutex> lock(s->mu);
+    s->exited = true;
+  }
+  s->cv.notify_all();
+}
+
+}  // namespace
+
+Health::Health(std::shared_ptr<Store> store, int rank, int size, std::string who)
+    : shared_(std::make_shared<Shared>()), rank_(rank), size_(size), who_(std::move(who)) {
+  shared_->store = std::move(store);
+  shared_->key = StrCat("progress/", rank_);
+  publisher_ = std::thread([s = shared_] { PublishLoop(s, kHeartbeat); });
+}
+
+void Health::Stop() {
+  std::unique_lock<std::mutex> lock(shared_->mu);
+  if (shared_->stopping) return;  // waited (or gave up waiting) already
+  shared_->stopping = true;
+  shared_->cv.notify_all();
+  const bool exited = shared_->cv.wait_for(lock, kStopWait, [&] { return shared_->exited; });
+  lock.unlock();
+  // Joined when it stopped (it owns a reference to the store: released here, not at some later point
+  // on a thread of its own); abandoned inside a store call that does not answer (the store's host is
+  // gone and the client keeps retrying its connection).
+  if (exited) {
+    publisher_.join();
+  } else {
+    COMMKIT_LOG_DEBUG(who_, ": the progress heartbeat is inside a store call that does not answer; not waiting for it");
+    publisher_.detach();
+  }
+}
+
+void Health::Entered(std::uint64_t seq) { shared_->entered.store(seq); }
+
+// Reads every peer's progress, then polls until each is settled: its process is dead (same host), or
+// its entry was published after this failure (same host: by its timestamp; elsewhere: it changed
+// since the first read), so what it says is not older than the failure. A peer still unsettled at the
+// end of the budget sent no heartbeat meanwhile: dead or hung. A live rank that reached the operation
+// is never named, and when the store stops answering nothing but dead processes is named.
+Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
+  constexpr int kMaxNamed = 64;
+  const std::int64_t failure_ms = UnixMs();
+  if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) {
+    shared_->failed.store(args.sequence);
+    shared_->cv.notify_all();
+  }
+  const auto deadline = Clock::now() + kDiagnoseBudget;
+  std::vector<int> peers;
+  std::vector<std::string> keys;
+  for (int r = 0; r < size_ && static_cast<int>(peers.size()) < kMaxNamed; ++r) {
+    if (r == rank_) continue;
     peers.push_back(r);
-    first.push_back(*p);
+    keys.push_back(StrCat("progress/", r));
   }
-  // Heartbeats: which peers stay silent (only worth waiting for on errors other than our own timeout
-  // of a healthy-but-late peer; it is bounded either way).
-  std::vector<bool> silent(peers.size(), false);
-  if (store_ok && !peers.empty()) {
-    auto deadline = Clock::now() + kSilence;
-    std::vector<bool> moved(peers.size(), false);
-    std::size_t unmoved = peers.size();
-    while (unmoved > 0 && Clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-      for (std::size_t i = 0; i < peers.size(); ++i) {
-        if (moved[i]) continue;
-        auto p = ReadProgress(peers[i]);
-        if (!p) {
-          unmoved = 0;
-          break;
-        }
-        if (p->present && (!first[i].present || p->when != first[i].when || p->seq != first[i].seq)) {
-          moved[i] = true;
-          --unmoved;
-        }
-      }
+  struct View {
+    std::optional<RankProgress> first, latest;
+    std::optional<std::string> dead;
+    bool settled = false;
+  };
+  std::vector<View> views(peers.size());
+  const std::string& ns = Self().pid_namespace;
+  bool store_failed = false;
+  auto settle = [&](View& v) {
+    if (v.settled || !v.latest) return;
+    v.dead = DeadProcess(*v.latest);
+    const bool same_clock = !ns.empty() && v.latest->pid_namespace == ns;
+    const bool moved = v.first && (v.latest->when != v.first->when || v.latest->seq != v.first->seq);
+    v.settled = v.dead.has_value() || moved || (same_clock && v.latest->when >= failure_ms) ||
+                static_cast<std::uint64_t>(v.latest->failed) >= args.sequence;
+  };
+  std::shared_ptr<Store> store = shared_->store;
+  for (bool first_round = true;; first_round = false) {
+    if (!first_round) {
+      bool all = true;
+      for (const View& v : views) all = all && v.settled;
+      if (all || Clock::now() + milliseconds(100) >= deadline) break;
+      std::this_thread::sleep_for(milliseconds(100));
     }
-    for (std::size_t i = 0; i < peers.size(); ++i) silent[i] = !moved[i] && Clock::now() >= deadline;
+    Snapshot snap = CallWithDeadline<Snapshot>([store, keys] { return ReadSnapshot(store, keys); }, deadline)
+                        .value_or(std::nullopt);
+    if (!snap) {
+      store_failed = true;
+      break;
+    }
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      if (!(*snap)[i]) continue;
+      if (!views[i].first) views[i].first = (*snap)[i];
+      views[i].latest = (*snap)[i];
+      settle(views[i]);
+    }
   }
-  std::vector<std::string> dead;
+  std::vector<std::string> behind, stopped, also_failed;
+  const std::int64_t now = UnixMs();
   for (std::size_t i = 0; i < peers.size(); ++i) {
     const int r = peers[i];
-    const Progress& p = first[i];
-    if (!p.present) {
-      behind.push_back(StrCat(r, " (never started an operation)"));
+    const View& v = views[i];
+    if (!v.latest) {
+      if (!store_failed) behind.push_back(StrCat(r, " (never started an operation)"));
       continue;
     }
-    std::string silence = silent[i] ? StrCat(", no heartbeat for ", HumanSeconds((now - p.when) / 1000.0 + 2.5),
-                                              ": dead or hung?")
-                                    : "";
-    if (static_cast<std::uint64_t>(p.seq) < args.sequence) {
-      behind.push_back(StrCat(r, " (last at #", p.seq, silence, ")"));
-    } else if (silent[i]) {
-      dead.push_back(StrCat(r, " (inside #", p.seq, silence, ")"));
+    const RankProgress& p = *v.latest;
+    const bool reached = static_cast<std::uint64_t>(p.seq) >= args.sequence;
+    // A peer that saw this operation fail too is not missing, even once it has exited.
+    if (p.failed > 0 && static_cast<std::uint64_t>(p.failed) >= args.sequence) {
+      also_failed.push_back(std::to_string(r));
+      continue;
+    }
+    std::string note;
+    if (v.dead) {
+      note = StrCat(", ", *v.dead);
+    } else if (store_failed) {
+      continue;  // what the store last said may be stale: name only the dead
+    } else if (!v.settled) {
+      note = StrCat(", no heartbeat for ", HumanSeconds(static_cast<double>(now - p.when) / 1000.0), ": dead or hung?");
+    }
+    if (!reached) {
+      behind.push_back(StrCat(r, " (last at #", p.seq, note, ")"));
+    } else if (!note.empty()) {
+      stopped.push_back(StrCat(r, " (inside #", p.seq, note, ")"));
     }
   }
   std::string msg = StrCat(who_, ": ", OpName(args), " (", Describe(args), ") failed: ", failure.message());
   if (!behind.empty()) msg += StrCat("; ranks that never reached ", OpName(args), ": ", Join(behind, ", "));
-  if (!dead.empty()) msg += StrCat("; ranks that stopped responding: ", Join(dead, ", "));
+  if (!stopped.empty()) msg += StrCat("; ranks that stopped responding: ", Join(stopped, ", "));
+  if (!also_failed.empty()) msg += StrCat("; ranks that saw ", OpName(args), " fail too: ", Join(also_failed, ", "));
+  if (store_failed)
+    msg += StrCat("; the store (", store->Describe(), ") did not answer within ",
+                  HumanSeconds(static_cast<double>(kDiagnoseBudget.count()) / 1000.0),
+                  ", so only ranks whose process is seen dead on this host are named (under mpirun, srun or "
+                  "torchrun rank 0 hosts the store: did it exit?)");
   return Status(failure.code(), msg);
-}
-
-// Publishes "progress/<rank>" = "<last entered seq> <unix ms>": on change (at most every 100 ms) and
-// as a heartbeat every second, so a failing rank can tell lagging peers from dead ones.
-void Health::PublishLoop() {
-  std::uint64_t published = ~0ull;
-  auto last = Clock::now() - std::chrono::seconds(10);
-  std::string key = StrCat("progress/", rank_);
-  while (true) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, milliseconds(100), [&] { return stopping_; })) return;
-    }
-    std::uint64_t seq = entered_seq_.load();
-    if (seq == published && Clock::now() - last < std::chrono::seconds(1)) continue;
-    if (store_->Set(key, StrCat(seq, " ", UnixMs())).ok()) {
-      published = seq;
-      last = Clock::now();
-    }
-  }
 }
 
 }  // namespace commkit

@@ -1,5 +1,6 @@
 #include "commkit/comm/process_group.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -177,18 +178,43 @@ class ProcessGroup::Impl {
   }
 
   Status RunChecked(const CollectiveArgs& args) {
+    // After a failure that broke the group, everything queued behind it fails at once with that first
+    // error: no backend call, no diagnosis (a survivor exits right after reporting the failure).
+    if (failed_flag_.load(std::memory_order_acquire)) return Unusable(args);
     // Point-to-point operations involve two ranks only: nothing group-wide to compare.
     bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
     const bool backend_checks = backend_->ChecksMismatch();
     if (options_.check_mismatch && size_ > 1 && !p2p && !backend_checks) {
       Status check = mismatch_.Check(args);
-      if (!check.ok()) return check;
+      if (!check.ok()) return Failed(args, std::move(check));
     }
     auto work = backend_->Run(args);
     Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
     if (s.ok()) return s;
     if (backend_checks && !p2p && s.code() == StatusCode::kMismatch) return mismatch_.Report(args);
-    return health_.Diagnose(args, s);
+    return Failed(args, health_.Diagnose(args, s));
+  }
+
+  // Records the first failure of a collective that leaves the group unusable: ranks may be stopped
+  // mid-exchange. Mismatches (detected before any data moved) and local argument errors do not.
+  Status Failed(const CollectiveArgs& args, Status s) {
+    const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
+    const StatusCode c = s.code();
+    if (p2p || c == StatusCode::kMismatch || c == StatusCode::kInvalidArgument || c == StatusCode::kNotSupported)
+      return s;
+    std::lock_guard<std::mutex> lock(failed_mu_);
+    if (failed_.ok()) {
+      failed_ = s;
+      failed_flag_.store(true, std::memory_order_release);
+    }
+    return s;
+  }
+
+  Status Unusable(const CollectiveArgs& args) {
+    std::lock_guard<std::mutex> lock(failed_mu_);
+    return Status::Aborted(StrCat(Who(), ": ", ToString(args.kind), " #", args.sequence,
+                                  " not run: the group is unusable after an earlier failure; recreate the process "
+                                  "group (first error: ", failed_.message(), ")"));
   }
 
   void WorkerLoop() {
@@ -225,6 +251,9 @@ class ProcessGroup::Impl {
   std::uint64_t next_p2p_seq_ = 0;
   Health health_;          // progress heartbeat and failure diagnosis
   MismatchCheck mismatch_;  // used by the thread running collectives only
+  std::atomic<bool> failed_flag_{false};  // failed_ is set
+  std::mutex failed_mu_;
+  Status failed_;  // the first failure that left the group unusable
   std::thread worker_;
   std::shared_ptr<SerialExecutor> send_exec_, recv_exec_;  // created on first use; guarded by mu_
   friend class ProcessGroup;
