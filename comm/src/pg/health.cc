@@ -117,17 +117,17 @@ std::optional<T> CallWithDeadline(F fn, Clock::time_point deadline) {
   return value;
 }
 
-// Every peer's progress entry (nullopt for one never published); nullopt when the store failed.
-using Snapshot = std::optional<std::vector<std::optional<RankProgress>>>;
+// Every peer's progress entry (nullopt for one never published), or the store's error.
+using Snapshot = Result<std::vector<std::optional<RankProgress>>>;
 
 Snapshot ReadSnapshot(const std::shared_ptr<Store>& store, const std::vector<std::string>& keys) {
   std::vector<std::optional<RankProgress>> out(keys.size());
   for (std::size_t i = 0; i < keys.size(); ++i) {
     auto present = store->Check({keys[i]});
-    if (!present.ok()) return std::nullopt;
+    if (!present.ok()) return present.status();
     if (!*present) continue;
     auto v = store->Get(keys[i], milliseconds(200));
-    if (!v.ok()) return std::nullopt;
+    if (!v.ok()) return v.status();
     out[i] = ParseProgress(*v);
   }
   return out;
@@ -181,6 +181,12 @@ std::optional<std::string> DeadProcess(const RankProgress& p) {
 struct Health::Shared {
   std::shared_ptr<Store> store;
   std::string key;
+  std::vector<int> peers;              // the ranks a diagnosis looks at (at most kMaxNamed)
+  std::vector<std::string> peer_keys;  // their progress keys
+  // The peers' process identities, read once all have published: a diagnosis still has them (for
+  // the same-host death checks) when the store is gone with its host.
+  std::mutex id_mu;
+  std::vector<std::optional<RankProgress>> identities;  // guarded by id_mu
   std::atomic<std::uint64_t> entered{0};
   std::atomic<std::uint64_t> failed{0};
   std::mutex mu;
@@ -194,9 +200,24 @@ namespace {
 // Publishes "progress/<rank>": on change (at most every 100 ms) and as a heartbeat every kHeartbeat,
 // so a failing rank can tell lagging peers from dead ones. A failed store call ends it: the store is
 // gone (typically rank 0, its host, exited) and retrying would only hold up this rank's exit.
+// Once every peer has published (Check never blocks; tried every 200 ms until then), one MultiGet
+// caches their identities.
+void CacheIdentities(Health::Shared& s) {
+  auto present = s.store->Check(s.peer_keys);
+  if (!present.ok() || !*present) return;
+  auto values = s.store->MultiGet(s.peer_keys, milliseconds(1000));
+  if (!values.ok()) return;
+  std::vector<std::optional<RankProgress>> ids;
+  for (const auto& v : *values) ids.push_back(ParseProgress(v));
+  std::lock_guard<std::mutex> lock(s.id_mu);
+  s.identities = std::move(ids);
+}
+
 void PublishLoop(const std::shared_ptr<Health::Shared>& s, std::chrono::milliseconds heartbeat) {
   std::uint64_t published = ~0ull, published_failed = 0;
   auto last = Clock::now() - std::chrono::seconds(10);
+  auto next_identity_try = Clock::now();
+  bool have_identities = s->peers.empty();
   RankProgress p = Self();
   while (true) {
     {
@@ -205,6 +226,12 @@ void PublishLoop(const std::shared_ptr<Health::Shared>& s, std::chrono::millisec
       // which exits right after reporting it, for a dead one.
       s->cv.wait_for(lock, milliseconds(100), [&] { return s->stopping || s->failed.load() != published_failed; });
       if (s->stopping) break;
+    }
+    if (!have_identities && Clock::now() >= next_identity_try) {
+      CacheIdentities(*s);
+      std::lock_guard<std::mutex> lock(s->id_mu);
+      have_identities = !s->identities.empty();
+      next_identity_try = Clock::now() + milliseconds(200);
     }
     std::uint64_t seq = s->entered.load();
     std::uint64_t failed = s->failed.load();
@@ -234,6 +261,11 @@ Health::Health(std::shared_ptr<Store> store, int rank, int size, std::string who
     : shared_(std::make_shared<Shared>()), rank_(rank), size_(size), who_(std::move(who)) {
   shared_->store = std::move(store);
   shared_->key = StrCat("progress/", rank_);
+  for (int r = 0; r < size_ && static_cast<int>(shared_->peers.size()) < kMaxNamed; ++r) {
+    if (r == rank_) continue;
+    shared_->peers.push_back(r);
+    shared_->peer_keys.push_back(StrCat("progress/", r));
+  }
   publisher_ = std::thread([s = shared_] { PublishLoop(s, kHeartbeat); });
 }
 
@@ -257,26 +289,26 @@ void Health::Stop() {
 
 void Health::Entered(std::uint64_t seq) { shared_->entered.store(seq); }
 
+std::optional<RankProgress> Health::Identity(std::size_t peer_index) const {
+  std::lock_guard<std::mutex> lock(shared_->id_mu);
+  if (peer_index >= shared_->identities.size()) return std::nullopt;
+  return shared_->identities[peer_index];
+}
+
 // Reads every peer's progress, then polls until each is settled: its process is dead (same host), or
 // its entry was published after this failure (same host: by its timestamp; elsewhere: it changed
 // since the first read), so what it says is not older than the failure. A peer still unsettled at the
 // end of the budget sent no heartbeat meanwhile: dead or hung. A live rank that reached the operation
 // is never named, and when the store stops answering nothing but dead processes is named.
 Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
-  constexpr int kMaxNamed = 64;
   const std::int64_t failure_ms = UnixMs();
   if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) {
     shared_->failed.store(args.sequence);
     shared_->cv.notify_all();
   }
   const auto deadline = Clock::now() + kDiagnoseBudget;
-  std::vector<int> peers;
-  std::vector<std::string> keys;
-  for (int r = 0; r < size_ && static_cast<int>(peers.size()) < kMaxNamed; ++r) {
-    if (r == rank_) continue;
-    peers.push_back(r);
-    keys.push_back(StrCat("progress/", r));
-  }
+  const std::vector<int>& peers = shared_->peers;
+  const std::vector<std::string>& keys = shared_->peer_keys;
   struct View {
     std::optional<RankProgress> first, latest;
     std::optional<std::string> dead;
@@ -285,6 +317,7 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
   std::vector<View> views(peers.size());
   const std::string& ns = Self().pid_namespace;
   bool store_failed = false;
+  std::string store_error;
   auto settle = [&](View& v) {
     if (v.settled || !v.latest) return;
     v.dead = DeadProcess(*v.latest);
@@ -301,16 +334,19 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
       if (all || Clock::now() + milliseconds(100) >= deadline) break;
       std::this_thread::sleep_for(milliseconds(100));
     }
-    Snapshot snap = CallWithDeadline<Snapshot>([store, keys] { return ReadSnapshot(store, keys); }, deadline)
-                        .value_or(std::nullopt);
-    if (!snap) {
+    std::optional<Snapshot> answer =
+        CallWithDeadline<Snapshot>([store, keys] { return ReadSnapshot(store, keys); }, deadline);
+    if (!answer || !answer->ok()) {
       store_failed = true;
+      store_error = answer ? answer->status().message()
+                           : StrCat("no answer within ", HumanSeconds(static_cast<double>(kDiagnoseBudget.count()) / 1000.0));
       break;
     }
+    const auto& snap = answer->value();
     for (std::size_t i = 0; i < views.size(); ++i) {
-      if (!(*snap)[i]) continue;
-      if (!views[i].first) views[i].first = (*snap)[i];
-      views[i].latest = (*snap)[i];
+      if (!snap[i]) continue;
+      if (!views[i].first) views[i].first = snap[i];
+      views[i].latest = snap[i];
       settle(views[i]);
     }
   }
@@ -320,7 +356,12 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
     const int r = peers[i];
     const View& v = views[i];
     if (!v.latest) {
-      if (!store_failed) behind.push_back(StrCat(r, " (never started an operation)"));
+      if (!store_failed) {
+        behind.push_back(StrCat(r, " (never started an operation)"));
+      } else if (std::optional<RankProgress> id = Identity(i)) {
+        // The store is gone, but the process identity read earlier still tells a dead peer.
+        if (auto dead = DeadProcess(*id)) stopped.push_back(StrCat(r, " (", *dead, "; its last operation is unknown)"));
+      }
       continue;
     }
     const RankProgress& p = *v.latest;
@@ -349,9 +390,8 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
   if (!stopped.empty()) msg += StrCat("; ranks that stopped responding: ", Join(stopped, ", "));
   if (!also_failed.empty()) msg += StrCat("; ranks that saw ", OpName(args), " fail too: ", Join(also_failed, ", "));
   if (store_failed)
-    msg += StrCat("; the store (", store->Describe(), ") did not answer within ",
-                  HumanSeconds(static_cast<double>(kDiagnoseBudget.count()) / 1000.0),
-                  ", so only ranks whose process is seen dead on this host are named (under mpirun, srun or "
+    msg += StrCat("; the group's store failed (", store_error,
+                  "), so only ranks whose process is seen dead on this host are named (under mpirun, srun or "
                   "torchrun rank 0 hosts the store: did it exit?)");
   return Status(failure.code(), msg);
 }

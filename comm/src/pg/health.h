@@ -45,11 +45,13 @@ class Health {
  public:
   // How often a rank republishes its progress when nothing changes; a peer that does not move for
   // longer than this (plus polling) during a diagnosis is silent.
-  static constexpr std::chrono::milliseconds kHeartbeat{500};
+  static constexpr std::chrono::milliseconds kHeartbeat{250};
   // The longest a diagnosis waits for its peers' fresh heartbeats (the store's answers included).
   static constexpr std::chrono::milliseconds kDiagnoseBudget{800};
   // The longest Stop() waits for the heartbeat thread (it is abandoned inside a hanging store call).
   static constexpr std::chrono::milliseconds kStopWait{300};
+  // A diagnosis looks at (and names) at most this many peers.
+  static constexpr int kMaxNamed = 64;
 
   // Starts the heartbeat thread. `who` names this rank in messages ("world (rank 3/8)").
   Health(std::shared_ptr<Store> store, int rank, int size, std::string who);
@@ -72,6 +74,9 @@ class Health {
   struct Shared;  // owned jointly with the heartbeat thread
 
  private:
+  // The process identity of peer `peer_index` (of Shared::peers), once read.
+  std::optional<RankProgress> Identity(std::size_t peer_index) const;
+
   std::shared_ptr<Shared> shared_;
   std::thread publisher_;
   const int rank_, size_;
