@@ -318,6 +318,7 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
   const std::string& ns = Self().pid_namespace;
   bool store_failed = false;
   std::string store_error;
+  std::int64_t last_read_ms = 0;  // when the last snapshot that answered was read
   auto settle = [&](View& v) {
     if (v.settled || !v.latest) return;
     v.dead = DeadProcess(*v.latest);
@@ -334,6 +335,7 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
       if (all || Clock::now() + milliseconds(100) >= deadline) break;
       std::this_thread::sleep_for(milliseconds(100));
     }
+    const std::int64_t read_ms = UnixMs();
     std::optional<Snapshot> answer =
         CallWithDeadline<Snapshot>([store, keys] { return ReadSnapshot(store, keys); }, deadline);
     if (!answer || !answer->ok()) {
@@ -343,6 +345,7 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
       break;
     }
     const auto& snap = answer->value();
+    last_read_ms = read_ms;
     for (std::size_t i = 0; i < views.size(); ++i) {
       if (!snap[i]) continue;
       if (!views[i].first) views[i].first = snap[i];
@@ -374,8 +377,16 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
     std::string note;
     if (v.dead) {
       note = StrCat(", ", *v.dead);
-    } else if (store_failed) {
-      continue;  // what the store last said may be stale: name only the dead
+    } else if (store_failed && !v.settled) {
+      // The store failed before this peer's entry was known to be fresh. A peer publishes a change of
+      // operation within 100 ms: an entry still behind at a read after the failure and at least
+      // kPublishLag after its publication says where the peer was at (about) the failure; anything
+      // else may be stale, and a live rank must not be named on stale information.
+      constexpr std::int64_t kPublishLag = 200;
+      const bool same_clock = !ns.empty() && p.pid_namespace == ns;
+      if (reached || !same_clock || last_read_ms < failure_ms || last_read_ms - p.when < kPublishLag) continue;
+      note = StrCat(", as of ", HumanSeconds(static_cast<double>(now - p.when) / 1000.0),
+                    " ago: the store failed since");
     } else if (!v.settled) {
       note = StrCat(", no heartbeat for ", HumanSeconds(static_cast<double>(now - p.when) / 1000.0), ": dead or hung?");
     }

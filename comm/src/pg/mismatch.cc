@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "commkit/common/strings.h"
@@ -59,6 +60,16 @@ Status MismatchCheck::Report(const CollectiveArgs& args) {
   std::string diff;
   if (all.ok()) {
     for (int r = 0; r < size_; ++r) diff += StrCat("\n  rank ", r, ": ", (*all)[r]);
+    // Nobody returns (and maybe exits, taking the store along when it hosts it) before every rank
+    // has read the diff; bounded, in case a rank died meanwhile.
+    const std::string done = key + "read";
+    if (store_->Add(done, 1).ok()) {
+      for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+           std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(std::chrono::milliseconds(5))) {
+        auto n = store_->Add(done, 0);
+        if (!n.ok() || *n >= size_) break;
+      }
+    }
   } else {
     diff = StrCat("\n  this rank: ", Describe(args), " (others unavailable: ", all.status().message(), ")");
   }

@@ -147,11 +147,19 @@ def judge(args, launcher, backend, fault, victim, np, rc, out, hung, t0, t1):
                                    "detected that one or more processes" in out)) or
         (launcher == "torchrun" and "Sending process" in out and "closing signal" in out))
     verdict["ended_by_launcher"] = launcher_ended
+    # Launchers end the whole job when the first rank exits with an error: a survivor still
+    # diagnosing then is ended before it reports (judged by the survivors that did report).
+    launcher_cut = (launcher == "mpirun" and ("MPI_ABORT was invoked" in out or
+                                              "detected that one or more processes exited" in out)) or \
+                   (launcher == "torchrun" and "closing signal" in out)
     named_ok = True
     for r in survivors:
         res = results.get(r)
         if res is None:
             if launcher_ended:
+                continue
+            if launcher_cut and any(results.get(q) for q in survivors):
+                verdict.setdefault("cut_by_launcher", []).append(r)
                 continue
             problems.append(f"rank {r}: no result (crashed or killed)")
             named_ok = False
@@ -196,7 +204,7 @@ def judge(args, launcher, backend, fault, victim, np, rc, out, hung, t0, t1):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--bin", required=True, help="comm_pg_fault_inject")
+    p.add_argument("--bin", help="comm_pg_fault_inject")
     p.add_argument("--commkit-run", default=None)
     p.add_argument("--mpirun", default=shutil.which("mpirun"))
     p.add_argument("--torchrun", default=shutil.which("torchrun"))
@@ -209,8 +217,21 @@ def main():
     p.add_argument("--trials", type=int, default=0, help="total trials, spread round-robin over the cells")
     p.add_argument("--quick", action="store_true", help="one trial per cell")
     p.add_argument("--json", help="write every trial's verdict here")
+    p.add_argument("--markdown", action="store_true", help="print the summary as a Markdown table")
+    p.add_argument("--from-json", help="summarise the trials of an earlier --json file instead of running")
     p.add_argument("--version", action="version", version="pg_fault_inject 1")
     args = p.parse_args()
+    if args.from_json:
+        with open(args.from_json) as f:
+            verdicts = json.load(f)["trials"]
+        seen = []
+        for v in verdicts:
+            c = (v["launcher"], v["backend"], v["fault"])
+            if c not in seen:
+                seen.append(c)
+        return summarise(seen, verdicts, args.markdown)
+    if not args.bin:
+        p.error("--bin is required (or --from-json)")
     launchers = []
     for l in args.launchers.split(","):
         tool = {"commkit-run": args.commkit_run, "mpirun": args.mpirun, "torchrun": args.torchrun}.get(l)
@@ -246,8 +267,20 @@ def main():
             print(f"    {prob}", flush=True)
         if v["problems"]:
             print("    --- job output ---\n    " + "\n    ".join(out.splitlines()[-40:]), flush=True)
-    # Summary per cell.
-    print("\nlauncher     backend fault             trials hangs crashes misnamed late  exit ms p50/p90/max")
+    bad = summarise(all_cells, verdicts, args.markdown)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"timeout_ms": args.timeout_ms, "np": args.np, "trials": verdicts}, f, indent=1)
+    return 1 if bad else 0
+
+
+def summarise(all_cells, verdicts, markdown):
+    """Prints hangs, crashes, misnamed and late exits per cell; returns the number of bad trials."""
+    if markdown:
+        print("| launcher | backend | fault | trials | hangs | crashes | misnamed | late | survivor exit ms p50 / p90 / max |")
+        print("|---|---|---|---|---|---|---|---|---|")
+    else:
+        print("\nlauncher     backend fault             trials hangs crashes misnamed late  exit ms p50/p90/max")
     bad = 0
     for cell in all_cells:
         vs = [v for v in verdicts if (v["launcher"], v["backend"], v["fault"]) == cell]
@@ -263,12 +296,12 @@ def main():
             q = lambda f: exits[min(len(exits) - 1, int(f * len(exits)))]
             dist = f"{statistics.median(exits):.0f}/{q(0.9)}/{exits[-1]}"
         bad += sum(bool(v["problems"]) for v in vs)
-        print(f"{cell[0]:12s} {cell[1]:7s} {cell[2]:17s} {len(vs):6d} {hangs:5d} {crashes:7d} {misnamed:8d} {late:4d}  {dist}")
+        if markdown:
+            print(f"| {cell[0]} | {cell[1]} | {cell[2]} | {len(vs)} | {hangs} | {crashes} | {misnamed} | {late} | {dist.replace('/', ' / ')} |")
+        else:
+            print(f"{cell[0]:12s} {cell[1]:7s} {cell[2]:17s} {len(vs):6d} {hangs:5d} {crashes:7d} {misnamed:8d} {late:4d}  {dist}")
     print(f"\n{len(verdicts)} trials, {bad} with problems")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"timeout_ms": args.timeout_ms, "np": args.np, "trials": verdicts}, f, indent=1)
-    return 1 if bad else 0
+    return bad
 
 
 if __name__ == "__main__":
