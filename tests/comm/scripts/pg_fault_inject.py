@@ -123,6 +123,8 @@ def named_ranks(message, op="allreduce #2"):
         rest = message[i + len(label):]
         rest = rest.split("; ", 1)[0]
         named.update(int(m) for m in re.findall(r"(?:^|, )(\d+) \(", rest))
+    # The host backend's own liveness check: "rank 2 (pid 123) exited while rank 0 waited ...".
+    named.update(int(m) for m in re.findall(r"\brank (\d+) \(pid \d+\) exited", message))
     return named
 
 
