@@ -1,5 +1,6 @@
 #include "commkit/comm/process_group.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -15,6 +16,9 @@
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "executor.h"
+#include "health.h"
+#include "mismatch.h"
 #include "validate.h"
 
 namespace commkit {
@@ -22,174 +26,19 @@ namespace commkit {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-namespace {
-
-std::int64_t UnixMs() {
-  return std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// Completion state shared by the caller's Work and the worker that runs the operation.
-struct WorkState {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool done = false;
-  Status status;
-  Clock::time_point start{}, end{};
-};
-
-class HostWork final : public Work {
- public:
-  // `help(timeout)`, when given, may run the operation on the waiting thread (see SerialExecutor).
-  HostWork(std::shared_ptr<WorkState> state, std::uint64_t seq, std::function<void(milliseconds)> help = {})
-      : state_(std::move(state)), seq_(seq), help_(std::move(help)) {}
-  bool Test() override {
-    if (help_) help_(milliseconds(0));  // never runs the operation here, only gets it going
-    std::lock_guard<std::mutex> lock(state_->mu);
-    return state_->done;
-  }
-  Status Wait(milliseconds timeout) override {
-    if (help_) help_(timeout);
-    std::unique_lock<std::mutex> lock(state_->mu);
-    if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
-      return Status::Timeout(StrCat("operation #", seq_, " still running after waiting ",
-                                    HumanSeconds(timeout.count() / 1000.0)));
-    return state_->status;
-  }
-  Status status() const override {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    return state_->status;
-  }
-  std::chrono::nanoseconds Duration() const override {
-    std::lock_guard<std::mutex> lock(state_->mu);
-    return state_->done ? state_->end - state_->start : std::chrono::nanoseconds(0);
-  }
-  std::uint64_t Sequence() const override { return seq_; }
-
- private:
-  std::shared_ptr<WorkState> state_;
-  std::uint64_t seq_;
-  std::function<void(milliseconds)> help_;
-};
-
-// Runs tasks one at a time in the order they were posted (the sends, or the receives, of a group).
-// Small point-to-point operations cost less than the thread hand-offs of a plain worker thread (a
-// wake-up on posting, another on completion), so:
-// - the caller that waits for a task runs it itself (Help) when nothing of this executor is running,
-//   taking the queue's head tasks up to its own, in order;
-// - posting does not wake the thread. It takes a task when the task has waited kGrace without a
-//   helper, when nudged (Nudge: a caller is about to block on something else — its other direction,
-//   or a collective — so a send and a receive posted together never wait on each other), or when
-//   stopping. Idle, it looks at its queue every 10 ms, so an operation nobody waits for (or tests)
-//   still completes.
-class SerialExecutor {
- public:
-  struct Task {
-    std::function<void()> run;
-    Clock::time_point posted;
-    bool done = false;  // guarded by the executor's mutex
-  };
-
-  SerialExecutor() : thread_([this] { Loop(); }) {}
-  ~SerialExecutor() { Shutdown(); }
-  // Runs what is queued, then stops the thread; Help does nothing afterwards. Idempotent.
-  void Shutdown() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stopping_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-  }
-  std::shared_ptr<Task> Post(std::function<void()> run) {
-    auto task = std::make_shared<Task>();
-    task->run = std::move(run);
-    task->posted = Clock::now();
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(task);
-    return task;
-  }
-  // Makes the thread take queued tasks now (when nothing runs them).
-  void Nudge() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (queue_.empty()) return;
-      nudged_ = true;  // kept while a task runs: the thread goes on with the queue right after it
-    }
-    cv_.notify_all();
-  }
-  // Runs queued tasks up to and including `task` on this thread when no task is running; returns
-  // without running anything otherwise (the caller then waits for the executor's thread).
-  void Help(const std::shared_ptr<Task>& task) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (stopping_ || task->done) return;
-    if (running_) {
-      // An earlier task runs (maybe just finishing): have the thread take ours right after it.
-      nudged_ = true;
-      lock.unlock();
-      cv_.notify_all();
-      return;
-    }
-    running_ = true;
-    while (!task->done && !queue_.empty()) {
-      std::shared_ptr<Task> next = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      next->run();
-      lock.lock();
-      next->done = true;
-    }
-    running_ = false;
-    if (queue_.empty()) nudged_ = false;
-  }
-
- private:
-  static constexpr std::chrono::microseconds kGrace{100};
-  static constexpr std::chrono::microseconds kLongestIdle{10'000};
-
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (true) {
-      if (stopping_ && queue_.empty() && !running_) return;
-      if (running_ || queue_.empty()) {
-        // Idle (a post does not wake the thread), or a caller is helping.
-        cv_.wait_for(lock, queue_.empty() ? kLongestIdle : kGrace);
-        continue;
-      }
-      const auto age = Clock::now() - queue_.front()->posted;
-      if (!stopping_ && !nudged_ && age < kGrace) {
-        cv_.wait_for(lock, kGrace - age);  // leave it to a waiting caller for a moment
-        continue;
-      }
-      nudged_ = false;
-      std::shared_ptr<Task> task = std::move(queue_.front());
-      queue_.pop_front();
-      running_ = true;
-      lock.unlock();
-      task->run();
-      lock.lock();
-      task->done = true;
-      running_ = false;
-    }
-  }
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::shared_ptr<Task>> queue_;
-  bool running_ = false;        // a task is running (on the thread or a helping caller)
-  bool stopping_ = false;
-  bool nudged_ = false;
-  std::thread thread_;
-};
-
-}  // namespace
-
 class ProcessGroup::Impl {
  public:
   Impl(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options, std::unique_ptr<Backend> backend)
-      : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)), backend_(std::move(backend)) {
+      : store_(std::move(store)),
+        rank_(rank),
+        size_(size),
+        options_(std::move(options)),
+        backend_(std::move(backend)),
+        health_(store_, rank_, size_, Who()),
+        mismatch_(store_, *backend_, health_, rank_, size_, Who()) {
     inline_bytes_ = static_cast<std::size_t>(EnvIntOr("COMMKIT_INLINE_BYTES", 256 << 10, 0, std::int64_t{1} << 40).value_or(256 << 10));
     flight_ = FlightRecorder::FromEnvironment({rank_, size_, options_.name, std::string(backend_->Name())});
     worker_ = std::thread([this] { WorkerLoop(); });
-    publisher_ = std::thread([this] { PublishLoop(); });
   }
 
   ~Impl() {
@@ -198,7 +47,6 @@ class ProcessGroup::Impl {
       stopping_ = true;
     }
     cv_.notify_all();
-    publish_cv_.notify_all();
     // Finish (or time out) queued sends and receives first; a Work kept past the group holds only a
     // stopped executor.
     if (send_exec_) send_exec_->Shutdown();
@@ -206,7 +54,7 @@ class ProcessGroup::Impl {
     send_exec_.reset();
     recv_exec_.reset();
     worker_.join();
-    publisher_.join();
+    health_.Stop();
   }
 
   int rank() const { return rank_; }
@@ -328,179 +176,51 @@ class ProcessGroup::Impl {
   // Runs one operation on this thread (a worker's or an inline caller's); collectives first record
   // that this rank entered them, for the progress heartbeat.
   Status Enter(const CollectiveArgs& args) {
-    if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) entered_seq_.store(args.sequence);
+    if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) health_.Entered(args.sequence);
     const std::int64_t flight_start = flight_->Started(args);
     Status s = RunChecked(args);
     flight_->Finished(args, flight_start, s);
     return s;
   }
 
-  std::string OpName(const CollectiveArgs& args) const { return StrCat(ToString(args.kind), " #", args.sequence); }
-
   Status RunChecked(const CollectiveArgs& args) {
+    // After a failure that broke the group, everything queued behind it fails at once with that first
+    // error: no backend call, no diagnosis (a survivor exits right after reporting the failure).
+    if (failed_flag_.load(std::memory_order_acquire)) return Unusable(args);
     // Point-to-point operations involve two ranks only: nothing group-wide to compare.
     bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
     const bool backend_checks = backend_->ChecksMismatch();
     if (options_.check_mismatch && size_ > 1 && !p2p && !backend_checks) {
-      Status check = CheckFingerprint(args);
-      if (!check.ok()) return check;
+      Status check = mismatch_.Check(args);
+      if (!check.ok()) return Failed(args, std::move(check));
     }
     auto work = backend_->Run(args);
     Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
     if (s.ok()) return s;
-    if (backend_checks && !p2p && s.code() == StatusCode::kMismatch) return ReportMismatch(args);
-    return Diagnose(args, s);
+    if (backend_checks && !p2p && s.code() == StatusCode::kMismatch) return mismatch_.Report(args);
+    return Failed(args, health_.Diagnose(args, s));
   }
 
-  // Every rank contributes [h, -h] of its call's fingerprint to a MAX allreduce: max(h) == -max(-h)
-  // exactly when all ranks agree. Cost: one 16-byte allreduce per operation.
-  Status CheckFingerprint(const CollectiveArgs& args) {
-    std::int64_t h = static_cast<std::int64_t>(args.fingerprint);
-    // Backends that cannot reduce host memory (NCCL) compare fingerprints through the store instead:
-    // one Set and one MultiGet per operation (and the previous key is deleted, so the store stays small).
-    if (!backend_->Supports(CollectiveKind::kAllreduce, DataType::kInt64, MemoryKind::kHost, ReduceKind::kMax)) {
-      std::string mine = std::to_string(h);
-      COMMKIT_RETURN_IF_ERROR(store_->Set(StrCat("fp/", args.sequence, "/", rank_), mine).WithContext(Who()));
-      std::vector<std::string> keys;
-      for (int r = 0; r < size_; ++r) keys.push_back(StrCat("fp/", args.sequence, "/", r));
-      auto all = store_->MultiGet(keys, args.timeout);
-      if (!all.ok()) return Diagnose(args, all.status());
-      // Everyone wrote #seq after reading #seq-1: this rank's previous key is no longer needed.
-      if (last_fp_seq_ != 0) (void)store_->Delete(StrCat("fp/", last_fp_seq_, "/", rank_));
-      last_fp_seq_ = args.sequence;
-      bool same = true;
-      for (const auto& v : *all) same = same && v == mine;
-      if (same) return Status::Ok();
-      return ReportMismatch(args);
+  // Records the first failure of a collective that leaves the group unusable: ranks may be stopped
+  // mid-exchange. Mismatches (detected before any data moved) and local argument errors do not.
+  Status Failed(const CollectiveArgs& args, Status s) {
+    const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
+    const StatusCode c = s.code();
+    if (p2p || c == StatusCode::kMismatch || c == StatusCode::kInvalidArgument || c == StatusCode::kNotSupported)
+      return s;
+    std::lock_guard<std::mutex> lock(failed_mu_);
+    if (failed_.ok()) {
+      failed_ = s;
+      failed_flag_.store(true, std::memory_order_release);
     }
-    std::int64_t buf[2] = {h, -h};
-    CollectiveArgs fp;
-    fp.kind = CollectiveKind::kAllreduce;
-    fp.send = buf;
-    fp.recv = buf;
-    fp.count = 2;
-    fp.dtype = DataType::kInt64;
-    fp.op = ReduceOp::Max();
-    fp.timeout = args.timeout;
-    fp.sequence = args.sequence;
-    fp.tag = 0;
-    auto work = backend_->Run(fp);
-    Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
-    if (!s.ok()) return Diagnose(args, s);
-    if (buf[0] == -buf[1]) return Status::Ok();
-    return ReportMismatch(args);
+    return s;
   }
 
-  // The fingerprints differ: every rank publishes its call and reads everyone's, so all report the same diff.
-  Status ReportMismatch(const CollectiveArgs& args) {
-    std::string key = StrCat("mismatch/", args.sequence, "/");
-    (void)store_->Set(key + std::to_string(rank_), Describe(args));
-    std::vector<std::string> keys;
-    for (int r = 0; r < size_; ++r) keys.push_back(key + std::to_string(r));
-    auto all = store_->MultiGet(keys, std::min<milliseconds>(args.timeout, std::chrono::seconds(60)));
-    std::string diff;
-    if (all.ok()) {
-      for (int r = 0; r < size_; ++r) diff += StrCat("\n  rank ", r, ": ", (*all)[r]);
-    } else {
-      diff = StrCat("\n  this rank: ", Describe(args), " (others unavailable: ", all.status().message(), ")");
-    }
-    return Status::Mismatch(StrCat(Who(), ": ", OpName(args), ": ranks called different collectives at the same "
-                                   "sequence number (different op, type, count or root):", diff,
-                                   "\n  Every rank must issue the same collectives in the same order."));
-  }
-
-  // One peer's "progress/<rank>" entry: the last sequence number it entered and its heartbeat time.
-  struct Progress {
-    bool present = false;
-    std::int64_t seq = 0;
-    std::int64_t when = 0;
-  };
-  // nullopt when the store itself is unreachable.
-  std::optional<Progress> ReadProgress(int r) {
-    std::string key = StrCat("progress/", r);
-    auto present = store_->Check({key});
-    if (!present.ok()) return std::nullopt;
-    Progress p;
-    if (!*present) return p;
-    auto v = store_->Get(key, std::chrono::seconds(2));
-    if (!v.ok()) return p;
-    auto parts = commkit::Split(*v, ' ');
-    auto seq = parts.size() == 2 ? ParseInt(parts[0]) : std::nullopt;
-    auto when = parts.size() == 2 ? ParseInt(parts[1]) : std::nullopt;
-    if (!seq || !when) return p;
-    p.present = true;
-    p.seq = *seq;
-    p.when = *when;
-    return p;
-  }
-
-  // Enriches a failure with the ranks that had not reached this operation and the ranks that stopped
-  // sending heartbeats (dead or hung) — from the progress keys. Every rank publishes a heartbeat each
-  // second, so a peer whose heartbeat does not move for kSilence is named as silent; the wait for that
-  // happens only on this failure path and is bounded by kSilence.
-  Status Diagnose(const CollectiveArgs& args, const Status& failure) {
-    constexpr auto kSilence = std::chrono::milliseconds(2500);
-    constexpr int kMaxNamed = 64;
-    std::vector<std::string> behind;
-    std::vector<int> peers;
-    std::vector<Progress> first;
-    std::int64_t now = UnixMs();
-    bool store_ok = true;
-    for (int r = 0; r < size_ && static_cast<int>(peers.size()) < kMaxNamed; ++r) {
-      if (r == rank_) continue;
-      auto p = ReadProgress(r);
-      if (!p) {
-        store_ok = false;  // the store itself is gone: say nothing more
-        break;
-      }
-      peers.push_back(r);
-      first.push_back(*p);
-    }
-    // Heartbeats: which peers stay silent (only worth waiting for on errors other than our own timeout
-    // of a healthy-but-late peer; it is bounded either way).
-    std::vector<bool> silent(peers.size(), false);
-    if (store_ok && !peers.empty()) {
-      auto deadline = Clock::now() + kSilence;
-      std::vector<bool> moved(peers.size(), false);
-      std::size_t unmoved = peers.size();
-      while (unmoved > 0 && Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
-        for (std::size_t i = 0; i < peers.size(); ++i) {
-          if (moved[i]) continue;
-          auto p = ReadProgress(peers[i]);
-          if (!p) {
-            unmoved = 0;
-            break;
-          }
-          if (p->present && (!first[i].present || p->when != first[i].when || p->seq != first[i].seq)) {
-            moved[i] = true;
-            --unmoved;
-          }
-        }
-      }
-      for (std::size_t i = 0; i < peers.size(); ++i) silent[i] = !moved[i] && Clock::now() >= deadline;
-    }
-    std::vector<std::string> dead;
-    for (std::size_t i = 0; i < peers.size(); ++i) {
-      const int r = peers[i];
-      const Progress& p = first[i];
-      if (!p.present) {
-        behind.push_back(StrCat(r, " (never started an operation)"));
-        continue;
-      }
-      std::string silence = silent[i] ? StrCat(", no heartbeat for ", HumanSeconds((now - p.when) / 1000.0 + 2.5),
-                                                ": dead or hung?")
-                                      : "";
-      if (static_cast<std::uint64_t>(p.seq) < args.sequence) {
-        behind.push_back(StrCat(r, " (last at #", p.seq, silence, ")"));
-      } else if (silent[i]) {
-        dead.push_back(StrCat(r, " (inside #", p.seq, silence, ")"));
-      }
-    }
-    std::string msg = StrCat(Who(), ": ", OpName(args), " (", Describe(args), ") failed: ", failure.message());
-    if (!behind.empty()) msg += StrCat("; ranks that never reached ", OpName(args), ": ", Join(behind, ", "));
-    if (!dead.empty()) msg += StrCat("; ranks that stopped responding: ", Join(dead, ", "));
-    return Status(failure.code(), msg);
+  Status Unusable(const CollectiveArgs& args) {
+    std::lock_guard<std::mutex> lock(failed_mu_);
+    return Status::Aborted(StrCat(Who(), ": ", ToString(args.kind), " #", args.sequence,
+                                  " not run: the group is unusable after an earlier failure; recreate the process "
+                                  "group (first error: ", failed_.message(), ")"));
   }
 
   void WorkerLoop() {
@@ -523,42 +243,24 @@ class ProcessGroup::Impl {
     }
   }
 
-  // Publishes "progress/<rank>" = "<last entered seq> <unix ms>": on change (at most every 100 ms) and
-  // as a heartbeat every second, so a failing rank can tell lagging peers from dead ones.
-  void PublishLoop() {
-    std::uint64_t published = ~0ull;
-    auto last = Clock::now() - std::chrono::seconds(10);
-    std::string key = StrCat("progress/", rank_);
-    while (true) {
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        if (publish_cv_.wait_for(lock, milliseconds(100), [&] { return stopping_; })) return;
-      }
-      std::uint64_t seq = entered_seq_.load();
-      if (seq == published && Clock::now() - last < std::chrono::seconds(1)) continue;
-      if (store_->Set(key, StrCat(seq, " ", UnixMs())).ok()) {
-        published = seq;
-        last = Clock::now();
-      }
-    }
-  }
-
   std::shared_ptr<Store> store_;
   int rank_, size_;
   ProcessGroupOptions options_;
   std::unique_ptr<Backend> backend_;
   std::mutex mu_;
   std::condition_variable cv_;          // the worker: work queued, or `busy_` released
-  std::condition_variable publish_cv_;  // the heartbeat publisher: stopping only
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
   bool busy_ = false;  // an operation is running (on the worker or inline on a caller's thread)
   std::size_t inline_bytes_ = 256 << 10;
   std::uint64_t next_seq_ = 0;
-  std::uint64_t last_fp_seq_ = 0;  // worker thread only
   std::uint64_t next_p2p_seq_ = 0;
-  std::atomic<std::uint64_t> entered_seq_{0};
-  std::thread worker_, publisher_;
+  Health health_;          // progress heartbeat and failure diagnosis
+  MismatchCheck mismatch_;  // used by the thread running collectives only
+  std::atomic<bool> failed_flag_{false};  // failed_ is set
+  std::mutex failed_mu_;
+  Status failed_;  // the first failure that left the group unusable
+  std::thread worker_;
   std::shared_ptr<SerialExecutor> send_exec_, recv_exec_;  // created on first use; guarded by mu_
   std::shared_ptr<FlightRecorder> flight_;  // the last operations, for dumps; and the group's metrics
   friend class ProcessGroup;

@@ -4,6 +4,9 @@ list(APPEND COMMKIT_COMM_SOURCES
   src/pg/reduce_kernels.cc
   src/pg/registry.cc
   src/pg/validate.cc
+  src/pg/executor.cc
+  src/pg/health.cc
+  src/pg/mismatch.cc
   src/pg/process_group.cc
   src/pg/builtin_backends.cc
   src/pg/flight_clock.cc

@@ -1,18 +1,19 @@
 // The MPI backend: every collective as a nonblocking MPI call (MPI-3) polled until its deadline, so a
 // rank that never arrives turns into a timeout the process group can diagnose instead of a hang.
-// mpi.h is included only here.
+// After a failure, what MPI can cancel is cancelled and what it cannot (started collectives, sends)
+// keeps owned memory until it completes or the job ends (mpi_runtime.h). mpi.h is included only in
+// this backend's sources.
 #include "commkit/comm_mpi/mpi_backend.h"
-
-// The C API only: Open MPI's mpi.h otherwise pulls in its deprecated C++ bindings (libmpi_cxx).
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <numeric>
 #include <thread>
@@ -22,6 +23,8 @@
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "mpi_runtime.h"
+#include "mpi_types.h"
 #include "p2p_collectives.h"
 
 namespace commkit {
@@ -29,92 +32,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-
-// ---- process-wide MPI state ------------------------------------------------------------------------
-
-struct Runtime {
-  std::once_flag once;
-  Status init_status;
-  bool initialized_by_us = false;
-  bool serialise = false;  // the library granted less than MPI_THREAD_MULTIPLE
-  std::mutex mu;           // held around every MPI call when serialise
-  int tag_ub = 32767;
-};
-
-Runtime& Rt() {
-  static Runtime* rt = new Runtime();  // never destroyed: used from atexit
-  return *rt;
-}
-
-// Held around each MPI call: a no-op with MPI_THREAD_MULTIPLE, the process-wide lock otherwise.
-class CallGuard {
- public:
-  CallGuard() : lock_(Rt().mu, std::defer_lock) {
-    if (Rt().serialise) lock_.lock();
-  }
-
- private:
-  std::unique_lock<std::mutex> lock_;
-};
-
-std::string MpiError(int rc) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return StrCat("MPI error ", rc);
-  return StrCat(std::string(text, static_cast<std::size_t>(len)), " (MPI error ", rc, ")");
-}
-
-void FinalizeAtExit() {
-  int finalized = 0;
-  MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
-}
-
-std::string_view ThreadLevelName(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    default: return "MPI_THREAD_MULTIPLE";
-  }
-}
-
-Status EnsureInitialized() {
-  Runtime& rt = Rt();
-  std::call_once(rt.once, [&rt] {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized) {
-      rt.init_status = Status::Unavailable("mpi backend: MPI was already finalized in this process");
-      return;
-    }
-    int initialized = 0, provided = MPI_THREAD_SINGLE;
-    MPI_Initialized(&initialized);
-    if (!initialized) {
-      int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided);
-      if (rc != MPI_SUCCESS) {
-        rt.init_status = Status::BackendError(StrCat("mpi backend: MPI_Init_thread failed: ", MpiError(rc)));
-        return;
-      }
-      rt.initialized_by_us = true;
-      std::atexit(&FinalizeAtExit);
-    } else {
-      MPI_Query_thread(&provided);
-    }
-    if (provided < MPI_THREAD_MULTIPLE) {
-      rt.serialise = true;
-      COMMKIT_LOG_WARN("mpi backend: the MPI library granted ", ThreadLevelName(provided),
-                       " instead of MPI_THREAD_MULTIPLE; commkit serialises every MPI call process-wide "
-                       "(groups no longer progress concurrently). Build Open MPI with thread support to avoid this.");
-    }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    void* ub = nullptr;
-    int flag = 0;
-    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
-    if (flag && ub != nullptr) rt.tag_ub = *static_cast<int*>(ub);
-  });
-  return rt.init_status;
-}
+using mpi::CallGuard;
+using mpi::EnsureInitialized;
+using mpi::MpiError;
+using mpi::BaseKind;
+using mpi::MpiOp;
+using mpi::MpiType;
+using mpi::Rt;
 
 // Which launcher started us (empty when none did).
 std::string Launcher() {
@@ -124,75 +48,6 @@ std::string Launcher() {
     if (v != nullptr && *v != '\0') return var;
   }
   return {};
-}
-
-// ---- types and reductions --------------------------------------------------------------------------
-
-MPI_Datatype MpiType(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return MPI_FLOAT;
-    case DataType::kFloat64: return MPI_DOUBLE;
-    case DataType::kFloat16:
-    case DataType::kBFloat16: return MPI_UINT16_T;  // moved as bits, reduced by our own MPI_Op
-    case DataType::kInt8: return MPI_INT8_T;
-    case DataType::kUInt8: return MPI_UINT8_T;
-    case DataType::kInt32: return MPI_INT32_T;
-    case DataType::kInt64: return MPI_INT64_T;
-  }
-  return MPI_BYTE;
-}
-
-// The kind MPI actually reduces with: AVG and PREMUL_SUM are SUMs around host scaling steps.
-ReduceKind BaseKind(ReduceKind k) {
-  return (k == ReduceKind::kAvg || k == ReduceKind::kPreMulSum) ? ReduceKind::kSum : k;
-}
-
-// f16 / bf16 reductions: user-defined MPI_Ops computing in f32 with the shared host kernels.
-template <int D, int K>
-void HalfReduce(void* in, void* inout, int* len, MPI_Datatype*) {
-  static const ReduceFunction fn = GetReduceFunction(static_cast<DataType>(D), static_cast<ReduceKind>(K));
-  fn(inout, in, inout, static_cast<std::size_t>(*len));
-}
-
-constexpr int kF16 = static_cast<int>(DataType::kFloat16);
-constexpr int kBF16 = static_cast<int>(DataType::kBFloat16);
-constexpr int kSum = static_cast<int>(ReduceKind::kSum);
-constexpr int kProd = static_cast<int>(ReduceKind::kProd);
-constexpr int kMin = static_cast<int>(ReduceKind::kMin);
-constexpr int kMax = static_cast<int>(ReduceKind::kMax);
-
-MPI_Op HalfOp(DataType t, ReduceKind k) {
-  static MPI_Op ops[2][4];
-  static std::once_flag once;
-  std::call_once(once, [] {
-    MPI_User_function* fns[2][4] = {
-        {&HalfReduce<kF16, kSum>, &HalfReduce<kF16, kProd>, &HalfReduce<kF16, kMin>, &HalfReduce<kF16, kMax>},
-        {&HalfReduce<kBF16, kSum>, &HalfReduce<kBF16, kProd>, &HalfReduce<kBF16, kMin>, &HalfReduce<kBF16, kMax>}};
-    CallGuard g;
-    for (int d = 0; d < 2; ++d)
-      for (int k = 0; k < 4; ++k) MPI_Op_create(fns[d][k], /*commute=*/1, &ops[d][k]);
-  });
-  int d = t == DataType::kFloat16 ? 0 : 1;
-  switch (k) {
-    case ReduceKind::kProd: return ops[d][1];
-    case ReduceKind::kMin: return ops[d][2];
-    case ReduceKind::kMax: return ops[d][3];
-    default: return ops[d][0];
-  }
-}
-
-MPI_Op MpiOp(DataType t, ReduceKind kind) {
-  ReduceKind k = BaseKind(kind);
-  if (t == DataType::kFloat16 || t == DataType::kBFloat16) return HalfOp(t, k);
-  switch (k) {
-    case ReduceKind::kProd: return MPI_PROD;
-    case ReduceKind::kMin: return MPI_MIN;
-    case ReduceKind::kMax: return MPI_MAX;
-    case ReduceKind::kBand: return MPI_BAND;
-    case ReduceKind::kBor: return MPI_BOR;
-    case ReduceKind::kBxor: return MPI_BXOR;
-    default: return MPI_SUM;
-  }
 }
 
 // ---- the backend -----------------------------------------------------------------------------------
@@ -305,7 +160,13 @@ class MpiBackend final : public Backend {
   // alone for `spin_` (COMMKIT_MPI_SPIN_US), then yields between polls, then sleeps with a growing
   // pause up to 1 ms. Spinning matters: a yield hands the core to any other runnable process, and a
   // rendezvous-protocol message needs several progress rounds on both sides.
-  Status WaitAll(MPI_Request* reqs, int n, const CollectiveArgs& a, Clock::time_point deadline) {
+  //
+  // On failure the requests are retired (Retire): `cancellable` says whether they are point-to-point
+  // (MPI can cancel those, not collectives), `keep` gives the memory a request MPI could not cancel
+  // still uses.
+  template <typename Keep>
+  Status WaitAll(MPI_Request* reqs, int n, const CollectiveArgs& a, Clock::time_point deadline, bool cancellable,
+                 Keep&& keep) {
     auto sleep = std::chrono::microseconds(0);
     const auto spin_until = Clock::now() + spin_;
     for (int spins = 0, yields = 0;; ++spins) {
@@ -314,17 +175,17 @@ class MpiBackend final : public Backend {
         CallGuard g;
         rc = n == 1 ? MPI_Test(reqs, &flag, MPI_STATUS_IGNORE) : MPI_Testall(n, reqs, &flag, MPI_STATUSES_IGNORE);
       }
-      if (rc != MPI_SUCCESS) return Check(rc, a, "MPI_Test");
+      if (rc != MPI_SUCCESS) return Retire(reqs, n, cancellable, keep, Check(rc, a, "MPI_Test"));
       if (flag) return Status::Ok();
-      if (aborted_.load()) return Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted"));
+      if (aborted_.load())
+        return Retire(reqs, n, cancellable, keep,
+                      Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted")));
       if (spins < kPureSpins) continue;
       const auto now = Clock::now();
       if (now >= deadline) {
         std::string what = StrCat(ToString(a.kind), " #", a.sequence, " on group ", group_, " (rank ", rank_, "/",
                                   size_, ") did not complete within ", a.timeout.count(), " ms");
-        std::lock_guard<std::mutex> lock(state_mu_);
-        broken_ = StrCat(what, "; MPI cannot cancel a started collective, so this group cannot be used again");
-        return Status::Timeout(StrCat("mpi backend: ", what));
+        return Retire(reqs, n, cancellable, keep, Status::Timeout(StrCat("mpi backend: ", what)));
       }
       if (now < spin_until) continue;
       if (yields++ < 2000) {
@@ -337,7 +198,27 @@ class MpiBackend final : public Backend {
   }
   static constexpr int kPureSpins = 64;
 
-  Status Complete(MPI_Request* req, const CollectiveArgs& a) { return WaitAll(req, 1, a, DeadlineFor(a)); }
+  // A failed operation: the group is unusable from now on (peers may be mid-operation). Its requests
+  // are cancelled where MPI can; those still pending after a bounded drain are kept, with the memory
+  // they use, until they complete or the job ends (they must not write into or read from memory that
+  // is freed once this call returns), and MPI_Finalize is bounded at exit (mpi_runtime.cc).
+  template <typename Keep>
+  Status Retire(MPI_Request* reqs, int n, bool cancellable, Keep& keep, Status s) {
+    mpi::NoteFailure(s.message());
+    const int left = mpi::CancelAndDrain(reqs, n, cancellable);
+    if (left > 0) mpi::KeepOrphans(reqs, n, keep());
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (broken_.empty())
+      broken_ = StrCat(s.message(), left > 0 ? StrCat("; ", left, " MPI request(s) could not be cancelled and are kept until "
+                                                      "they complete or the job ends")
+                                             : std::string());
+    return s;
+  }
+
+  // A single request that uses only memory the caller keeps alive past a failure (or none).
+  Status Complete(MPI_Request* req, const CollectiveArgs& a, bool cancellable) {
+    return WaitAll(req, 1, a, DeadlineFor(a), cancellable, [] { return std::shared_ptr<void>(); });
+  }
 
   // Point-to-point steps for p2p_collectives.h on the private communicator, each polled to the
   // collective's deadline (one deadline for the whole collective, not per step).
@@ -371,8 +252,11 @@ class MpiBackend final : public Backend {
           post(true, to, const_cast<char*>(static_cast<const char*>(send)), send_bytes);
         }
       }
-      if (rc != MPI_SUCCESS) return b_.Check(rc, a_, call);
-      return b_.WaitAll(reqs, n, a_, deadline_);
+      if (rc != MPI_SUCCESS) {
+        // Those already posted must not outlive this call either.
+        return b_.Retire(reqs, n, true, keep_, b_.Check(rc, a_, call));
+      }
+      return b_.WaitAll(reqs, n, a_, deadline_, /*cancellable=*/true, keep_);
     }
 
    private:
@@ -383,6 +267,11 @@ class MpiBackend final : public Backend {
     MpiBackend& b_;
     const CollectiveArgs& a_;
     Clock::time_point deadline_;
+    // A receive MPI could not cancel may still write into the ring's scratch: it leaves the backend
+    // with the request. (The caller's own buffers are the caller's; see docs/mpi-backend.md.)
+    std::function<std::shared_ptr<void>()> keep_ = [this] {
+      return std::static_pointer_cast<void>(std::make_shared<std::vector<char>>(std::move(b_.p2p_scratch_)));
+    };
   };
 
   // Whether this call goes over point-to-point (byte counts must fit MPI's int).
@@ -393,7 +282,7 @@ class MpiBackend final : public Backend {
   // The ring's scratch is kept between calls (no page faults per call) up to this size.
   static constexpr std::size_t kKeepScratchBytes = 64 << 20;
 
-  // Runs `start` (which posts one nonblocking call) and waits for it.
+  // Runs `start` (which posts one point-to-point call on the caller's buffer) and waits for it.
   template <typename F>
   Status Post(const CollectiveArgs& a, std::string_view call, F&& start) {
     MPI_Request req = MPI_REQUEST_NULL;
@@ -403,7 +292,53 @@ class MpiBackend final : public Backend {
       rc = start(&req);
     }
     COMMKIT_RETURN_IF_ERROR(Check(rc, a, call));
-    return Complete(&req, a);
+    return Complete(&req, a, /*cancellable=*/true);
+  }
+
+  // Owned copies of one nonblocking collective's buffers, and on failure whatever else it reads.
+  struct Staged {
+    std::vector<char> in, out;
+    std::vector<std::vector<char>> bytes;
+    std::vector<std::vector<int>> ints;
+  };
+
+  // Runs `start(send, recv, &req)`, which posts one nonblocking collective, on owned copies of `send`
+  // and `recv` (`recv` copied in too: in-place forms read it) and waits for it; on success the result
+  // is copied back to `recv`. MPI cannot cancel a started collective: after a timeout it may still
+  // complete when the late rank arrives, and must then write into these copies, never into memory the
+  // caller has freed. `scratch` and `ints`, what else the call reads, are kept with them on failure.
+  // MPI_IN_PLACE and null pointers pass through.
+  template <typename F>
+  Status PostStaged(const CollectiveArgs& a, std::string_view call, const void* send, std::size_t send_bytes, void* recv,
+                    std::size_t recv_bytes, std::vector<char>* scratch, std::initializer_list<std::vector<int>*> ints,
+                    F&& start) {
+    auto st = std::make_shared<Staged>();
+    const void* s = send;
+    if (send != nullptr && send != MPI_IN_PLACE && send_bytes > 0) {
+      st->in.assign(static_cast<const char*>(send), static_cast<const char*>(send) + send_bytes);
+      s = st->in.data();
+    }
+    void* r = recv;
+    const bool copy_out = recv != nullptr && recv != MPI_IN_PLACE && recv_bytes > 0;
+    if (copy_out) {
+      st->out.assign(static_cast<const char*>(recv), static_cast<const char*>(recv) + recv_bytes);
+      r = st->out.data();
+    }
+    MPI_Request req = MPI_REQUEST_NULL;
+    int rc;
+    {
+      CallGuard g;
+      rc = start(s, r, &req);
+    }
+    COMMKIT_RETURN_IF_ERROR(Check(rc, a, call));
+    Status status = WaitAll(&req, 1, a, DeadlineFor(a), /*cancellable=*/false, [&] {
+      // Moving a vector keeps its buffer where MPI points.
+      if (scratch != nullptr) st->bytes.push_back(std::move(*scratch));
+      for (std::vector<int>* v : ints) st->ints.push_back(std::move(*v));
+      return std::static_pointer_cast<void>(st);
+    });
+    if (status.ok() && copy_out) std::memcpy(recv, st->out.data(), recv_bytes);
+    return status;
   }
 
   static bool FitsInt(std::size_t n) { return n <= static_cast<std::size_t>(INT_MAX); }
@@ -463,9 +398,10 @@ class MpiBackend final : public Backend {
         } else {
           if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
           if (premul) ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
-          COMMKIT_RETURN_IF_ERROR(Post(a, "MPI_Iallreduce", [&](MPI_Request* r) {
-            return MPI_Iallreduce(MPI_IN_PLACE, a.recv, n, type, op, comm_, r);
-          }));
+          COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Iallreduce", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},
+                                             [&](const void*, void* recv, MPI_Request* r) {
+                                               return MPI_Iallreduce(MPI_IN_PLACE, recv, n, type, op, comm_, r);
+                                             }));
         }
         if (avg) DivideInPlace(a.dtype, a.recv, a.count, size_);
         return Status::Ok();
@@ -476,7 +412,8 @@ class MpiBackend final : public Backend {
           Transport t(*this, a);
           return P2pBroadcast(t, rank_, size_, a.root, a.recv, Bytes(a, a.count));
         }
-        return Post(a, "MPI_Ibcast", [&](MPI_Request* r) { return MPI_Ibcast(a.recv, n, type, a.root, comm_, r); });
+        return PostStaged(a, "MPI_Ibcast", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},
+                          [&](const void*, void* buf, MPI_Request* r) { return MPI_Ibcast(buf, n, type, a.root, comm_, r); });
       }
       case CollectiveKind::kReduce: {
         if (a.count == 0) return Status::Ok();
@@ -484,9 +421,10 @@ class MpiBackend final : public Backend {
         if (premul) in = scaled(in, a.count);
         const bool root = rank_ == a.root;
         const void* send = (root && in == a.recv) ? MPI_IN_PLACE : in;
-        COMMKIT_RETURN_IF_ERROR(Post(a, "MPI_Ireduce", [&](MPI_Request* r) {
-          return MPI_Ireduce(send, root ? a.recv : nullptr, n, type, op, a.root, comm_, r);
-        }));
+        COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Ireduce", send, Bytes(a, a.count), root ? a.recv : nullptr,
+                                           Bytes(a, a.count), &scratch, {}, [&](const void* s, void* recv, MPI_Request* r) {
+                                             return MPI_Ireduce(s, recv, n, type, op, a.root, comm_, r);
+                                           }));
         if (avg && root) DivideInPlace(a.dtype, a.recv, a.count, size_);
         return Status::Ok();
       }
@@ -495,8 +433,10 @@ class MpiBackend final : public Backend {
         char* mine = static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_));
         const void* send = (a.send == nullptr || a.send == a.recv || a.send == mine) ? MPI_IN_PLACE : a.send;
         if (send == MPI_IN_PLACE && a.send == a.recv && rank_ != 0) std::memmove(mine, a.recv, Bytes(a, a.count));
-        return Post(a, "MPI_Iallgather",
-                    [&](MPI_Request* r) { return MPI_Iallgather(send, n, type, a.recv, n, type, comm_, r); });
+        return PostStaged(a, "MPI_Iallgather", send, Bytes(a, a.count), a.recv, Bytes(a, a.count * p), nullptr, {},
+                          [&](const void* s, void* recv, MPI_Request* r) {
+                            return MPI_Iallgather(s, n, type, recv, n, type, comm_, r);
+                          });
       }
       case CollectiveKind::kAllgatherv: {
         std::vector<int> counts, displs;
@@ -504,9 +444,12 @@ class MpiBackend final : public Backend {
           return TooLarge(a, std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0}));
         char* mine = static_cast<char*>(a.recv) + Bytes(a, static_cast<std::size_t>(displs[rank_]));
         const void* send = (a.send == nullptr || a.send == mine) ? MPI_IN_PLACE : a.send;
-        return Post(a, "MPI_Iallgatherv", [&](MPI_Request* r) {
-          return MPI_Iallgatherv(send, counts[rank_], type, a.recv, counts.data(), displs.data(), type, comm_, r);
-        });
+        const std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+        return PostStaged(a, "MPI_Iallgatherv", send, Bytes(a, a.counts[rank_]), a.recv, Bytes(a, total), nullptr,
+                          {&counts, &displs}, [&](const void* s, void* recv, MPI_Request* r) {
+                            return MPI_Iallgatherv(s, counts[rank_], type, recv, counts.data(), displs.data(), type,
+                                                   comm_, r);
+                          });
       }
       case CollectiveKind::kReduceScatter:
       case CollectiveKind::kReduceScatterV: {
@@ -526,9 +469,11 @@ class MpiBackend final : public Backend {
           scratch.assign(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, total));
           in = scratch.data();
         }
-        COMMKIT_RETURN_IF_ERROR(Post(a, "MPI_Ireduce_scatter", [&](MPI_Request* r) {
-          return MPI_Ireduce_scatter(in, a.recv, counts.data(), type, op, comm_, r);
-        }));
+        COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Ireduce_scatter", in, Bytes(a, total), a.recv,
+                                           Bytes(a, sizes[rank_]), &scratch, {&counts, &displs},
+                                           [&](const void* s, void* recv, MPI_Request* r) {
+                                             return MPI_Ireduce_scatter(s, recv, counts.data(), type, op, comm_, r);
+                                           }));
         if (avg) DivideInPlace(a.dtype, a.recv, sizes[rank_], size_);
         return Status::Ok();
       }
@@ -539,8 +484,10 @@ class MpiBackend final : public Backend {
           scratch.assign(static_cast<const char*>(a.recv), static_cast<const char*>(a.recv) + Bytes(a, a.count * p));
           in = scratch.data();
         }
-        return Post(a, "MPI_Ialltoall",
-                    [&](MPI_Request* r) { return MPI_Ialltoall(in, n, type, a.recv, n, type, comm_, r); });
+        return PostStaged(a, "MPI_Ialltoall", in, Bytes(a, a.count * p), a.recv, Bytes(a, a.count * p), &scratch, {},
+                          [&](const void* s, void* recv, MPI_Request* r) {
+                            return MPI_Ialltoall(s, n, type, recv, n, type, comm_, r);
+                          });
       }
       case CollectiveKind::kAlltoallv: {
         std::vector<int> sc, sd, rc, rd;
@@ -556,18 +503,21 @@ class MpiBackend final : public Backend {
           scratch.assign(static_cast<const char*>(a.recv), static_cast<const char*>(a.recv) + Bytes(a, send_total));
           in = scratch.data();
         }
-        return Post(a, "MPI_Ialltoallv", [&](MPI_Request* r) {
-          return MPI_Ialltoallv(in, sc.data(), sd.data(), type, a.recv, rc.data(), rd.data(), type, comm_, r);
-        });
+        return PostStaged(a, "MPI_Ialltoallv", in, Bytes(a, send_total), a.recv, Bytes(a, recv_total), &scratch,
+                          {&sc, &sd, &rc, &rd}, [&](const void* s, void* recv, MPI_Request* r) {
+                            return MPI_Ialltoallv(s, sc.data(), sd.data(), type, recv, rc.data(), rd.data(), type,
+                                                  comm_, r);
+                          });
       }
       case CollectiveKind::kGather: {
         if (a.count == 0) return Status::Ok();
         const bool root = rank_ == a.root;
         char* slot = root ? static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_)) : nullptr;
         const void* send = (root && a.send == slot) ? MPI_IN_PLACE : a.send;
-        return Post(a, "MPI_Igather", [&](MPI_Request* r) {
-          return MPI_Igather(send, n, type, root ? a.recv : nullptr, n, type, a.root, comm_, r);
-        });
+        return PostStaged(a, "MPI_Igather", send, Bytes(a, a.count), root ? a.recv : nullptr, Bytes(a, a.count * p),
+                          nullptr, {}, [&](const void* s, void* recv, MPI_Request* r) {
+                            return MPI_Igather(s, n, type, recv, n, type, a.root, comm_, r);
+                          });
       }
       case CollectiveKind::kScatter: {
         if (a.count == 0) return Status::Ok();
@@ -575,16 +525,18 @@ class MpiBackend final : public Backend {
         const char* slot = root ? static_cast<const char*>(a.send) + Bytes(a, a.count * static_cast<std::size_t>(rank_))
                                 : nullptr;
         void* recv = (root && a.recv == slot) ? MPI_IN_PLACE : a.recv;
-        return Post(a, "MPI_Iscatter", [&](MPI_Request* r) {
-          return MPI_Iscatter(root ? a.send : nullptr, n, type, recv, n, type, a.root, comm_, r);
-        });
+        return PostStaged(a, "MPI_Iscatter", root ? a.send : nullptr, Bytes(a, a.count * p), recv, Bytes(a, a.count),
+                          nullptr, {}, [&](const void* s, void* out, MPI_Request* r) {
+                            return MPI_Iscatter(s, n, type, out, n, type, a.root, comm_, r);
+                          });
       }
       case CollectiveKind::kBarrier:
         if (p2p_comm_ != MPI_COMM_NULL) {
           Transport t(*this, a);
           return P2pBarrier(t, rank_, size_);
         }
-        return Post(a, "MPI_Ibarrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+        return PostStaged(a, "MPI_Ibarrier", nullptr, 0, nullptr, 0, nullptr, {},
+                          [&](const void*, void*, MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
       case CollectiveKind::kSend:
       case CollectiveKind::kRecv: {
         if (!FitsInt(a.count)) return TooLarge(a, a.count);
