@@ -35,8 +35,25 @@ BACKEND_NAME = "commkit"
 __version__ = _C.version()
 
 # The commkit backend that runs CPU tensors in groups created from now on; COMMKIT_TORCH_HOST_BACKEND
-# sets the initial choice ("host", "gloo", "mpi" or "auto").
+# sets the initial choice ("host" or "mpi").
 _host_backend = os.environ.get("COMMKIT_TORCH_HOST_BACKEND", "host")
+
+# Inside a torch process commkit's gloo backend would run the system libgloo, whose internal calls
+# resolve to the (other) Gloo that libtorch_cpu exports, and crash; "auto" may pick gloo.
+_REFUSED = {
+    "gloo": "commkit's gloo backend cannot run inside PyTorch (libtorch exports its own Gloo, which the "
+            "system libgloo would call into); use torch's own backend=\"gloo\" or commkit's \"host\"",
+    "auto": "pass \"host\" (or \"mpi\") explicitly; \"auto\" may pick commkit's gloo backend, which cannot run "
+            "inside PyTorch",
+}
+
+
+def _check_host_backend(name: str) -> None:
+    if name in _REFUSED:
+        raise ValueError(f"commkit: host backend {name!r}: {_REFUSED[name]}")
+    known = {b["name"] for b in backends() if b["memory"] == "host"}
+    if name not in known:
+        raise ValueError(f"commkit: unknown host backend {name!r}; known: {sorted(known - set(_REFUSED))}")
 
 
 def version() -> str:
@@ -52,13 +69,12 @@ def backends() -> list[dict[str, Any]]:
 def set_host_backend(name: str) -> None:
     """Chooses the commkit backend for CPU tensors of process groups created after this call."""
     global _host_backend
-    known = {b["name"] for b in backends()} | {"auto"}
-    if name not in known:
-        raise ValueError(f"commkit: unknown host backend {name!r}; known: {sorted(known)}")
+    _check_host_backend(name)
     _host_backend = name
 
 
 def _create(store, rank: int, size: int, timeout: timedelta):
+    _check_host_backend(_host_backend)
     return _C._create_backend(store, rank, size, timeout.total_seconds(), _host_backend, "nccl")
 
 

@@ -220,7 +220,8 @@ def check_async():
     fut = work.get_future()
     chained = fut.then(lambda f: f.value()[0] * 2)
     work.wait()
-    assert work.is_completed() and work.is_success() and work.exception() is None
+    # (Work.exception() cannot be called from Python in torch 2.11: its return type has no converter.)
+    assert work.is_completed() and work.is_success()
     eq(big[:4], torch.full((4,), float(R.sum())), "async all_reduce")
     eq(chained.wait()[:4], torch.full((4,), float(2 * R.sum())), "future.then")
     # A future completes without anyone calling wait() on the Work.

@@ -14,10 +14,11 @@ def test_operations(tmp_path, world):
         assert "check_async ok" in r.stdout and "done" in r.stdout, r.stdout
 
 
-def test_operations_on_gloo_host_backend(tmp_path):
-    """COMMKIT_TORCH_HOST_BACKEND picks the commkit backend that runs CPU tensors."""
-    check(run_ranks("_ops_worker.py", 2, ["ops"], tmp_path, {"COMMKIT_TORCH_HOST_BACKEND": "gloo"}),
-          "operations on commkit's gloo backend")
+def test_gloo_host_backend_is_refused_clearly(tmp_path):
+    """COMMKIT_TORCH_HOST_BACKEND=gloo would crash inside torch (two Gloos in one process): refused."""
+    results = run_ranks("_ops_worker.py", 1, ["ops"], tmp_path, {"COMMKIT_TORCH_HOST_BACKEND": "gloo"}, timeout=120)
+    assert results[0].returncode != 0
+    assert "cannot run inside PyTorch" in results[0].stdout, results[0].stdout
 
 
 def test_mismatch_raises_with_per_rank_diff(tmp_path):
