@@ -29,7 +29,8 @@ def worker(args) -> None:
     import commkit
 
     torch.set_num_threads(1)
-    dist.init_process_group("commkit", init_method=os.environ["COMMKIT_BENCH_INIT"])
+    dist.init_process_group("commkit", init_method=os.environ["COMMKIT_BENCH_INIT"],
+                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
     rank, world = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
 
