@@ -38,8 +38,7 @@ class CommkitWork final : public c10d::Work {
         works_(std::move(works)),
         finalize_(std::move(finalize)),
         outputs_(std::move(outputs)),
-        future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                         std::move(devices))) {}
+        devices_(std::move(devices)) {}
 
   // Waits for the commkit Works, runs the copy-backs, then completes this Work and its future.
   // Idempotent and safe from several threads (the caller's wait() and the backend's completer).
@@ -67,11 +66,13 @@ class CommkitWork final : public c10d::Work {
     }
     done_ = true;
     cv_.notify_all();
-    if (error) {
-      future_->setError(error);
-    } else {
-      future_->markCompleted(c10::IValue(outputs_));
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    {
+      std::lock_guard<std::mutex> lock(future_mu_);
+      finished_ = true;
+      future = future_;
     }
+    if (future) Settle(*future, error);
   }
 
   bool AllTested() {
@@ -115,7 +116,22 @@ class CommkitWork final : public c10d::Work {
 
   void synchronize() override {}
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  // Made on first request (most Works never get asked): a future costs an allocation and a completion.
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (!future_) {
+      future_ = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), devices_);
+      if (finished_) {
+        std::exception_ptr error;
+        {
+          std::lock_guard<std::mutex> l(mutex_);
+          error = exception_;
+        }
+        Settle(*future_, error);
+      }
+    }
+    return future_;
+  }
   float getDuration() const override {
     std::chrono::nanoseconds total{0};
     for (const auto& w : works_) total += w->Duration();
@@ -128,7 +144,18 @@ class CommkitWork final : public c10d::Work {
   std::vector<WorkPtr> works_;
   std::function<void()> finalize_;
   std::vector<at::Tensor> outputs_;
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::vector<c10::Device> devices_;
+  std::mutex future_mu_;
+  bool finished_ = false;  // guarded by future_mu_: Complete() has run
+  c10::intrusive_ptr<c10::ivalue::Future> future_;  // guarded by future_mu_
+
+  void Settle(c10::ivalue::Future& future, const std::exception_ptr& error) {
+    if (error) {
+      future.setError(error);
+    } else {
+      future.markCompleted(c10::IValue(outputs_));
+    }
+  }
 };
 
 namespace {
