@@ -155,3 +155,30 @@ if(benchmark_FOUND)
 else()
   commkit_summary_line(benchmark "no" "Google Benchmark not found: microbenchmarks not built (apt install libbenchmark-dev)")
 endif()
+
+# --- PyTorch (the torch.distributed backend in python/; docs/pytorch.md) ----------------------------
+# The Python that has torch: COMMKIT_PYTHON, else the venv scripts/install-deps creates
+# ($COMMKIT_VENV, default ~/.local/share/commkit/venv), else scikit-build-core's Python_EXECUTABLE.
+commkit_optional(TORCH "PyTorch for the commkit torch.distributed backend (python/)")
+set(_torch_found FALSE)
+if(NOT _commkit_mode_TORCH STREQUAL "OFF")
+  set(_commkit_venv "$ENV{COMMKIT_VENV}")
+  if(NOT _commkit_venv)
+    set(_commkit_venv "$ENV{HOME}/.local/share/commkit/venv")
+  endif()
+  if(NOT COMMKIT_PYTHON AND Python_EXECUTABLE)
+    set(COMMKIT_PYTHON "${Python_EXECUTABLE}")
+  elseif(NOT COMMKIT_PYTHON AND EXISTS "${_commkit_venv}/bin/python")
+    set(COMMKIT_PYTHON "${_commkit_venv}/bin/python")
+  endif()
+  set(COMMKIT_PYTHON "${COMMKIT_PYTHON}" CACHE FILEPATH "Python interpreter with torch for the torch backend")
+  if(COMMKIT_PYTHON)
+    execute_process(COMMAND "${COMMKIT_PYTHON}" -c "import torch; print(torch.__version__)"
+      OUTPUT_VARIABLE COMMKIT_TORCH_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE RESULT_VARIABLE _torch_rc ERROR_QUIET)
+    if(_torch_rc EQUAL 0)
+      set(_torch_found TRUE)
+    endif()
+  endif()
+endif()
+commkit_resolve(TORCH _torch_found "torch ${COMMKIT_TORCH_VERSION} (${COMMKIT_PYTHON})"
+  "no Python with torch (scripts/install-deps makes a venv with it; or set COMMKIT_PYTHON)")

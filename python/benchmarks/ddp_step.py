@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""DDP step time on CPU, backend="commkit" against gloo in the same job, and the per-call cost of the
+torch.distributed glue (docs/pytorch.md has the numbers and how they were taken).
+
+    PYTHONPATH=build/torch/python/pkg python python/benchmarks/ddp_step.py --ranks 2 4 --json out.json
+
+Without RANK in the environment it starts the ranks itself (plain subprocesses, file:// init) for each
+--ranks value and prints one table; with RANK set it is one rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def worker(args) -> None:
+    import torch
+    import torch.distributed as dist
+    import torch.nn as nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import commkit
+
+    torch.set_num_threads(1)
+    dist.init_process_group("commkit", init_method=os.environ["COMMKIT_BENCH_INIT"],
+                            rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+
+    def model():
+        torch.manual_seed(0)
+        layers = []
+        for _ in range(args.layers):
+            layers += [nn.Linear(args.width, args.width), nn.ReLU()]
+        return nn.Sequential(*layers)
+
+    x = torch.randn(args.batch, args.width)
+    results = {"world": world, "params": sum(p.numel() for p in model().parameters())}
+    nets = {"commkit": DDP(model(), process_group=dist.group.WORLD, bucket_cap_mb=25),
+            "gloo": DDP(model(), process_group=gloo, bucket_cap_mb=25)}
+    times = {k: [] for k in nets}
+    for step in range(args.warmup + args.steps):
+        for name, net in nets.items():  # alternate, so both see the same machine state
+            dist.barrier(group=gloo)
+            t0 = time.perf_counter()
+            net(x).sum().backward()
+            for p in net.parameters():
+                p.grad = None
+            if step >= args.warmup:
+                times[name].append(time.perf_counter() - t0)
+    for name, ts in times.items():
+        t = torch.tensor([statistics.median(ts)])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+        results[f"{name}_step_ms"] = t.item() * 1e3
+    results["speedup"] = results["gloo_step_ms"] / results["commkit_step_ms"]
+
+    # Per-call cost of an 8-byte all_reduce: Python torch.distributed (commkit and gloo), the c10d
+    # backend call from C++, and commkit's ProcessGroup directly (the glue is the difference).
+    small = torch.zeros(2)
+    for name, group in (("commkit", dist.group.WORLD), ("gloo", gloo)):
+        for _ in range(200):
+            dist.all_reduce(small, group=group)
+        dist.barrier(group=gloo)
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            dist.all_reduce(small, group=group)
+        results[f"{name}_python_allreduce_us"] = (time.perf_counter() - t0) / args.calls * 1e6
+    dist.barrier(group=gloo)
+    results.update({f"glue_{k}": v for k, v in commkit._glue_bench(iters=args.calls).items()})
+    if rank == 0:
+        print("RESULT " + json.dumps(results), flush=True)
+    dist.destroy_process_group()
+
+
+def launch(args) -> None:
+    rows = []
+    for world in args.ranks:
+        with tempfile.TemporaryDirectory() as tmp:
+            procs = []
+            for r in range(world):
+                env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                           OMP_NUM_THREADS="1", COMMKIT_BENCH_INIT=f"file://{tmp}/init")
+                procs.append(subprocess.Popen([sys.executable, __file__, *sys.argv[1:]], env=env,
+                                              stdout=subprocess.PIPE, text=True))
+            outs = [p.communicate(timeout=args.timeout)[0] for p in procs]
+            if any(p.returncode for p in procs):
+                sys.exit(f"ddp_step: a rank failed at {world} ranks:\n" + "\n".join(outs))
+            line = next(l for l in outs[0].splitlines() if l.startswith("RESULT "))
+            rows.append(json.loads(line[len("RESULT "):]))
+    print(f"{'ranks':>5} {'params':>10} {'gloo ms':>9} {'commkit ms':>10} {'speedup':>8} "
+          f"{'py gloo us':>10} {'py commkit us':>13} {'c10d us':>8} {'commkit us':>10} {'glue us':>8}")
+    for r in rows:
+        print(f"{r['world']:>5} {r['params']:>10} {r['gloo_step_ms']:>9.1f} {r['commkit_step_ms']:>10.1f} "
+              f"{r['speedup']:>7.2f}x {r['gloo_python_allreduce_us']:>10.1f} {r['commkit_python_allreduce_us']:>13.1f} "
+              f"{r['glue_backend_us']:>8.2f} {r['glue_commkit_us']:>10.2f} {r['glue_glue_us']:>8.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--layers", type=int, default=6, help="Linear layers (width x width each)")
+    p.add_argument("--width", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--calls", type=int, default=5000, help="8-byte all_reduce calls for the glue numbers")
+    p.add_argument("--timeout", type=float, default=900)
+    p.add_argument("--json", help="also write the rows here")
+    args = p.parse_args()
+    if "RANK" in os.environ:
+        worker(args)
+    else:
+        launch(args)
+
+
+if __name__ == "__main__":
+    main()
