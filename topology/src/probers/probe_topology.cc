@@ -203,6 +203,9 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
   // ---- CPU / NUMA ----
   std::map<int, NodeId> cpu_of_numa;
   if (options.pci) {
+    // Cloud machine identity: AWS Nitro puts the instance type in product_name ("p4d.24xlarge").
+    if (auto v = view.ReadAttr("/sys/class/dmi/id/sys_vendor"); v.ok()) r.system.dmi_sys_vendor = *v;
+    if (auto v = view.ReadAttr("/sys/class/dmi/id/product_name"); v.ok()) r.system.dmi_product_name = *v;
     if (auto info = view.ReadFile("/proc/cpuinfo"); info.ok()) {
       for (const auto& line : Split(*info, '\n', true)) {
         auto colon = line.find(':');
