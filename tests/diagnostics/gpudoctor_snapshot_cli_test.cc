@@ -19,8 +19,8 @@ std::string Doctor() { return (BinDir() / "gpudoctor").string(); }
 
 TEST(GpudoctorSnapshotCli, EscapeBytesFromASnapshotAreEscapedUnderNoColor) {
   TempDir dir;
-  // An Xid line whose process name carries a terminal escape (clear screen, set title).
-  dir.Write("var/log/kern.log", "[ 1.0] NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=\x1b[2J\x1b]0;owned\x07x, GPU has fallen off the bus.\n");
+  // An Xid line whose device field (quoted in the evidence) carries terminal escapes: clear screen, set title.
+  dir.Write("var/log/kern.log", "[ 1.0] NVRM: Xid (PCI:0000:01:00\x1b[2J\x1b]0;owned\x07): 79, pid=1, GPU has fallen off the bus.\n");
   for (const char* mode : {"", " --json"}) {
     SCOPED_TRACE(mode);
     auto r = RunCommand("NO_COLOR=1 " + Doctor() + mode + " --from " + dir.path().string() + " --only kernel.xid");
