@@ -254,7 +254,7 @@ std::string Explanation::ToJson() const {
                   {"transports", facts.transports},       {"interfaces", facts.interfaces}};
   if (facts.first_error.line != 0)
     doc["facts"]["first_error"] = {{"line", facts.first_error.line}, {"text", facts.first_error.text}};
-  return doc.dump(2) + "\n";
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace commkit::diagnostics
