@@ -102,9 +102,10 @@ std::optional<PlatformMatch> Azure(const ProbeReport& r, const NicCounts& nics, 
   const std::size_t gpus = r.topology.GpuCount();
   if (gpus != 8) return std::nullopt;
   std::string family = GpuFamily(r);
-  const bool amd = r.system.cpu_vendor == "AuthenticAMD" ||
-                   std::any_of(r.topology.Cpus().begin(), r.topology.Cpus().end(),
-                               [&](NodeId id) { return r.topology.node(id).cpu.vendor == "AuthenticAMD"; });
+  const auto cpus = r.topology.Cpus();
+  const bool amd = r.system.cpu_vendor == "AuthenticAMD" || std::any_of(cpus.begin(), cpus.end(), [&](NodeId id) {
+                     return r.topology.node(id).cpu.vendor == "AuthenticAMD";
+                   });
   // Azure's own topology files carry no device ids: ND A100 v4 is the 8-GPU, 8-HCA size on AMD EPYC,
   // ND H100 v5 the one on Intel Sapphire Rapids.
   if (family.empty() && nics.ib == 8) family = amd ? "A100" : "H100";
