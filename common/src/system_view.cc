@@ -9,7 +9,10 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <utility>
 
+#include "commkit/common/fact_schema.h"
+#include "commkit/common/file_io.h"
 #include "commkit/common/strings.h"
 
 namespace commkit {
@@ -20,6 +23,7 @@ namespace {
 
 constexpr int kMaxSymlinkHops = 40;
 constexpr std::string_view kFactsDir = ".commkit/facts";
+constexpr std::size_t kMaxFactBytes = 64u << 20;
 
 bool ValidFactName(std::string_view name) {
   if (name.empty() || name == "." || name == "..") return false;
@@ -57,20 +61,12 @@ std::string JoinMachine(const std::vector<std::string>& parts, std::size_t n) {
   return out.empty() ? "/" : out;
 }
 
+// Regular files only (ReadRegularFile): a FIFO, device or symlink loop planted in a capture is
+// refused instead of blocking or never ending. sysfs/proc files are regular and stat as size 0 or
+// 4096, so they are read to EOF and cut at max_bytes.
 Result<std::string> ReadWhole(const fs::path& host_path, std::size_t max_bytes, std::string_view machine_path) {
-  std::ifstream in(host_path, std::ios::binary);
-  if (!in) {
-    int err = errno;
-    if (err == ENOENT || err == ENOTDIR) return Status::NotFound(StrCat(machine_path, ": no such file"));
-    return Status::FromErrno(err, StrCat("cannot read ", machine_path));
-  }
-  std::string data;
-  char buf[8192];
-  while (in && data.size() < max_bytes) {
-    in.read(buf, static_cast<std::streamsize>(std::min(sizeof(buf), max_bytes - data.size())));
-    data.append(buf, static_cast<std::size_t>(in.gcount()));
-  }
-  if (in.bad()) return Status::SystemError(StrCat("error reading ", machine_path));
+  auto data = ReadRegularFile(host_path, max_bytes, machine_path, Oversize::kTruncate);
+  if (!data.ok() && data.status().code() == StatusCode::kNotFound) return Status::NotFound(StrCat(machine_path, ": no such file"));
   return data;
 }
 
@@ -82,13 +78,19 @@ struct SystemView::Capture {
   std::set<std::string> recorded;
 };
 
+struct SystemView::Unreadable {
+  std::mutex mu;
+  std::vector<std::string> facts;
+};
+
 std::shared_ptr<SystemView> SystemView::Live() { return std::make_shared<SystemView>("/", true); }
 
 std::shared_ptr<SystemView> SystemView::Replay(fs::path root) {
   return std::make_shared<SystemView>(std::move(root), false);
 }
 
-SystemView::SystemView(fs::path root, bool live) : root_(std::move(root)), live_(live) {}
+SystemView::SystemView(fs::path root, bool live)
+    : root_(std::move(root)), live_(live), unreadable_(std::make_unique<Unreadable>()) {}
 SystemView::~SystemView() = default;
 
 Status SystemView::StartCapture(const fs::path& dir) {
@@ -222,14 +224,28 @@ Result<std::string> SystemView::Fact(std::string_view name, const std::function<
   COMMKIT_CHECK(ValidFactName(name), "invalid fact name '", name, "'");
   if (!live_) {
     fs::path file = root_ / kFactsDir / std::string(name);
-    auto data = ReadWhole(file, 64 << 20, StrCat("fact ", name));
+    auto data = ReadRegularFile(file, kMaxFactBytes, StrCat("snapshot fact '", name, "'"));
     if (!data.ok() && data.status().code() == StatusCode::kNotFound)
       return Status::NotFound(StrCat("fact '", name, "' is not in the capture at ", root_.string()));
+    Status bad = data.ok() ? ValidateFact(name, *data) : data.status();
+    if (!bad.ok()) {
+      std::string what = data.ok() ? StrCat("snapshot fact '", name, "' (", file.string(), ") is corrupt: ", bad.message(),
+                                            "; the snapshot was damaged or edited: take a new one")
+                                   : bad.message();
+      std::lock_guard<std::mutex> lock(unreadable_->mu);
+      unreadable_->facts.push_back(what);
+      return Status::DataLoss(std::move(what));
+    }
     return data;
   }
   auto value = produce();
   if (value.ok()) RecordFact(name, *value);
   return value;
+}
+
+std::vector<std::string> SystemView::TakeUnreadableFacts() const {
+  std::lock_guard<std::mutex> lock(unreadable_->mu);
+  return std::exchange(unreadable_->facts, {});
 }
 
 // Copies `machine_path` (and every symlink on the way to it) into the capture directory. A trailing

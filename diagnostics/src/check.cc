@@ -98,10 +98,21 @@ Report RunChecks(const CheckRegistry& registry, const CheckContext& context, con
   Report report;
   for (const Check* check : SelectChecks(registry, selection)) {
     CheckRecord record{check->info, {}};
+    if (context.system) (void)context.system->TakeUnreadableFacts();
     try {
       record.outcome = check->run(context);
     } catch (const std::exception& e) {
       record.outcome = {CheckStatus::kFail, std::string("check crashed: ") + e.what(), {}, ""};
+    }
+    // A corrupt snapshot fact must not read as an answer: the check is at least a WARN that says
+    // so, whatever the damaged value made it conclude (kept as evidence).
+    if (std::vector<std::string> bad = context.system ? context.system->TakeUnreadableFacts() : std::vector<std::string>{};
+        !bad.empty()) {
+      CheckOutcome& o = record.outcome;
+      o.evidence.insert(o.evidence.begin(), "result from the unreadable data: " + std::string(ToString(o.status)) + " " + o.summary);
+      if (o.status != CheckStatus::kFail) o.status = CheckStatus::kWarn;
+      o.summary = "unreadable: " + bad.front() + (bad.size() > 1 ? " (and " + std::to_string(bad.size() - 1) + " more)" : "");
+      for (std::size_t i = 1; i < bad.size(); ++i) o.evidence.push_back(bad[i]);
     }
     report.records.push_back(std::move(record));
   }

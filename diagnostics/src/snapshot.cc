@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 
+#include "commkit/common/archive.h"
 #include "commkit/common/strings.h"
 
 namespace commkit::diagnostics {
@@ -31,55 +33,48 @@ Status RunTar(const std::string& args) {
   return Status::Ok();
 }
 
-Result<fs::path> MakeTemp() {
-  std::string tmpl = (fs::temp_directory_path() / "gpudoctor-XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) return Status::FromErrno(errno, "gpudoctor: mkdtemp");
-  return fs::path(tmpl);
-}
-
 }  // namespace
 
 Result<Report> WriteSnapshot(const CheckRegistry& registry, const fs::path& out) {
   fs::path dir = out;
-  fs::path temp;
+  std::optional<TempDir> temp;
   if (IsArchive(out)) {
-    COMMKIT_ASSIGN_OR_RETURN(temp, MakeTemp());
-    dir = temp / "snapshot";
+    auto t = TempDir::Create("gpudoctor");
+    if (!t.ok()) return t.status().WithContext("gpudoctor snapshot");
+    temp.emplace(std::move(*t));
+    dir = temp->path() / "snapshot";
   }
   std::shared_ptr<SystemView> live = SystemView::Live();
   COMMKIT_RETURN_IF_ERROR(live->StartCapture(dir));
   Report report = RunChecks(registry, CheckContext{live}, Selection{});
   live->StopCapture();
-  if (!temp.empty()) {
-    Status st = RunTar(StrCat("-czf ", ShellQuote(fs::absolute(out).string()), " -C ", ShellQuote(dir.string()), " ."));
-    std::error_code ec;
-    fs::remove_all(temp, ec);
-    COMMKIT_RETURN_IF_ERROR(st);
-  }
+  if (temp) COMMKIT_RETURN_IF_ERROR(RunTar(StrCat("-czf ", ShellQuote(fs::absolute(out).string()), " -C ", ShellQuote(dir.string()), " .")));
   return report;
 }
 
 Result<std::unique_ptr<SnapshotView>> SnapshotView::Open(const fs::path& source) {
   std::unique_ptr<SnapshotView> snap(new SnapshotView());
   std::error_code ec;
-  if (fs::is_directory(source, ec)) {
+  // status() reports a symlink loop in ec instead of throwing; FIFOs and devices are neither kind.
+  const fs::file_status st = fs::status(source, ec);
+  if (fs::is_directory(st)) {
     snap->view_ = SystemView::Replay(source);
     return snap;
   }
-  if (!fs::is_regular_file(source, ec))
-    return Status::NotFound(StrCat("gpudoctor --from: '", source.string(), "' is neither a snapshot directory nor an archive"));
-  COMMKIT_ASSIGN_OR_RETURN(snap->temp_, MakeTemp());
-  COMMKIT_RETURN_IF_ERROR(RunTar(StrCat("-xzf ", ShellQuote(source.string()), " -C ", ShellQuote(snap->temp_.string()))));
-  snap->view_ = SystemView::Replay(snap->temp_);
+  if (!fs::is_regular_file(st)) {
+    return Status::NotFound(StrCat("gpudoctor --from: '", source.string(), "' is neither a snapshot directory nor an archive",
+                                   ec ? StrCat(" (", ec.message(), ")") : std::string()));
+  }
+  auto temp = TempDir::Create("gpudoctor");
+  if (!temp.ok()) return temp.status().WithContext("gpudoctor --from");
+  snap->temp_.emplace(std::move(*temp));
+  // Extracted by commkit, not `tar`: only files, directories and symlinks, inside the directory,
+  // bounded in size and count (an archive that unpacks to gigabytes is refused early).
+  COMMKIT_RETURN_IF_ERROR(ExtractTarArchive(source, snap->temp_->path(), "gpudoctor --from: snapshot"));
+  snap->view_ = SystemView::Replay(snap->temp_->path());
   return snap;
 }
 
-SnapshotView::~SnapshotView() {
-  view_.reset();
-  if (!temp_.empty()) {
-    std::error_code ec;
-    fs::remove_all(temp_, ec);
-  }
-}
+SnapshotView::~SnapshotView() { view_.reset(); }
 
 }  // namespace commkit::diagnostics

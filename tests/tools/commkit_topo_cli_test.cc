@@ -31,7 +31,7 @@ std::string Slurp(const std::filesystem::path& p) {
 class CommkitTopoCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    xml_ = dir_.Write("box.xml", ExportNcclXml(Box())).string();
+    xml_ = dir_.Write("box.xml", ExportNcclXml(Box()).value()).string();
     auto imported = ImportTopologyFile(xml_);
     ASSERT_TRUE(imported.ok()) << imported.status().ToString();
     topo_ = std::move(*imported);

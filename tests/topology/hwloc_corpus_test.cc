@@ -89,7 +89,9 @@ TEST(HwlocCorpusTest, ExportedNcclXmlKeepsPaths) {
     SCOPED_TRACE(f);
     auto a = ImportTopologyFile(Dir() / f);
     ASSERT_TRUE(a.ok());
-    auto b = ImportNcclXml(ExportNcclXml(*a), "export");
+    auto xml = ExportNcclXml(*a);
+    ASSERT_TRUE(xml.ok()) << xml.status().ToString();
+    auto b = ImportNcclXml(*xml, "export");
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     EXPECT_EQ(b->GpuCount(), a->GpuCount());
     const PathMatrix pa = ComputePaths(*a), pb = ComputePaths(*b);

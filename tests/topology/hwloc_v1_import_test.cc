@@ -147,7 +147,9 @@ TEST(HwlocV1Import, DevicesTreeAndPaths) {
   EXPECT_TRUE(p->p2p);
 
   // Same matrix after an NCCL XML round trip (the tree is complete enough to export).
-  auto again = ImportNcclXml(ExportNcclXml(*t), "again.xml");
+  auto xml = ExportNcclXml(*t);
+  ASSERT_TRUE(xml.ok()) << xml.status().ToString();
+  auto again = ImportNcclXml(*xml, "again.xml");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(ExportNvsmiMatrix(*again), ExportNvsmiMatrix(*t));
 }

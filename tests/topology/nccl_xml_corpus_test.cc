@@ -88,7 +88,9 @@ TEST(NcclXmlCorpusTest, ExportReimportsToSameModel) {
     SCOPED_TRACE(file);
     auto a = ImportTopologyFile(Dir() / file);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
-    const std::string xml = ExportNcclXml(*a);
+    auto exported = ExportNcclXml(*a);
+    ASSERT_TRUE(exported.ok()) << exported.status().ToString();
+    const std::string xml = *exported;
     auto b = ImportNcclXml(xml, "export");
     ASSERT_TRUE(b.ok()) << b.status().ToString() << "\n" << xml;
     ASSERT_EQ(a->nodes().size(), b->nodes().size()) << xml;

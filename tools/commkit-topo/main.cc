@@ -19,8 +19,15 @@
 #include <fstream>
 #include <iterator>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
 
+#include "commkit/common/archive.h"
+#include "commkit/common/file_io.h"
+#include "commkit/common/escape.h"
 #include "commkit/common/strings.h"
+#include "commkit/common/system_view.h"
 #include "commkit/topology/advisor.h"
 #include "commkit/topology/export.h"
 #include "commkit/topology/hwloc.h"
@@ -96,69 +103,70 @@ nlohmann::json ReportJson(const ProbeReport& r) {
   return j;
 }
 
-void PrintShow(const ProbeReport& r) {
-  std::cout << "host: " << (r.topology.metadata().hostname.empty() ? "?" : r.topology.metadata().hostname) << "\n";
+void PrintShow(const ProbeReport& r, std::ostream& out) {
+  out << "host: " << (r.topology.metadata().hostname.empty() ? "?" : r.topology.metadata().hostname) << "\n";
   if (r.topology.GpuCount() == 0) {
     const ProberStatus* nv = r.Prober("nvml");
     std::string why = nv && nv->state != ProberState::kOk ? nv->detail : "none found";
     if (StartsWith(why, "skipped: ")) why = why.substr(9);
-    std::cout << "GPUs: no GPU (" << why << ")\n";
+    out << "GPUs: no GPU (" << why << ")\n";
   } else {
-    std::cout << "GPUs: " << r.topology.GpuCount() << "\n";
+    out << "GPUs: " << r.topology.GpuCount() << "\n";
     for (NodeId id : r.topology.Gpus()) {
       const Node& n = r.topology.node(id);
-      std::cout << "  " << n.label << "  " << n.gpu.name << "  " << n.pci.bus_id << "  PCIe gen" << n.pci.link.gen << " x" << n.pci.link.width << "\n";
+      out << "  " << n.label << "  " << n.gpu.name << "  " << n.pci.bus_id << "  PCIe gen" << n.pci.link.gen << " x" << n.pci.link.width << "\n";
     }
   }
-  std::cout << "NICs:\n";
+  out << "NICs:\n";
   for (NodeId id : r.topology.Nics()) {
     const Node& n = r.topology.node(id);
-    std::cout << "  " << n.nic.name << "  " << ToString(n.nic.kind) << "  " << n.pci.bus_id << "  "
+    out << "  " << n.nic.name << "  " << ToString(n.nic.kind) << "  " << n.pci.bus_id << "  "
               << (n.nic.SpeedGbps() > 0 ? StrCat(n.nic.SpeedGbps(), " Gb/s") : std::string("speed unknown"))
               << (n.nic.netdevs.empty() ? "" : "  netdev " + Join(n.nic.netdevs, ",")) << "\n";
   }
   if (!r.numa.empty()) {
-    std::cout << "NUMA:" << (r.system.packages > 0 ? StrCat(" ", r.system.packages, " package(s)") : "") << "\n";
+    out << "NUMA:" << (r.system.packages > 0 ? StrCat(" ", r.system.packages, " package(s)") : "") << "\n";
     for (const auto& n : r.numa) {
-      std::cout << "  node" << n.os_index << (n.package >= 0 ? StrCat("  package ", n.package) : "") << "  CPUs "
+      out << "  node" << n.os_index << (n.package >= 0 ? StrCat("  package ", n.package) : "") << "  CPUs "
                 << (n.cpulist.empty() ? "?" : n.cpulist)
                 << (n.memory_bytes ? "  " + HumanBytes(static_cast<double>(n.memory_bytes)) : "") << "  (" << n.source << ")\n";
     }
   }
   if (!r.locality.empty()) {
-    std::cout << "device locality:\n";
+    out << "device locality:\n";
     for (const auto& l : r.locality) {
-      std::cout << "  " << l.label << "  " << l.bus_id << "  "
+      out << "  " << l.label << "  " << l.bus_id << "  "
                 << (l.numa_id >= 0 ? StrCat("NUMA ", l.numa_id, "  CPUs ", l.cpulist.empty() ? "?" : l.cpulist, "  (", l.source, ")")
                                    : std::string("NUMA unknown (sysfs numa_node -1, hwloc could not tell)"))
                 << "\n";
     }
   }
-  std::cout << "interfaces:\n";
+  out << "interfaces:\n";
   for (const auto& i : r.network.interfaces) {
     std::vector<std::string> addrs;
     for (const auto& a : i.addresses) addrs.push_back(StrCat(a.address, "/", a.prefix_len));
-    std::cout << "  " << i.name << "  " << (i.up ? "up" : i.operstate) << (i.loopback ? " loopback" : i.is_virtual ? " virtual" : "")
+    out << "  " << i.name << "  " << (i.up ? "up" : i.operstate) << (i.loopback ? " loopback" : i.is_virtual ? " virtual" : "")
               << (i.speed_mbps ? StrCat(" ", *i.speed_mbps, " Mb/s") : "") << " mtu " << i.mtu << "  " << Join(addrs, " ") << "\n";
   }
   auto pick = PredictNcclSocketInterfaces(r.network, NcclSocketOptions::FromEnvironment());
-  std::cout << "NCCL socket interface: " << (pick.found() ? pick.selected[0].ifname + " " + pick.selected[0].address : "none")
+  out << "NCCL socket interface: " << (pick.found() ? pick.selected[0].ifname + " " + pick.selected[0].address : "none")
             << "  (rule " << pick.rule << ")\n";
   for (const auto& p : r.probers) {
     // Details often repeat the state ("skipped: no libnvidia-ml"); print it once.
     std::string state(ToString(p.state)), detail = p.detail;
     if (StartsWith(detail, state + ": ")) detail = detail.substr(state.size() + 2);
     else if (detail == state) detail.clear();
-    std::cout << "prober " << p.name << ": " << state << (detail.empty() ? "" : " - " + detail) << "\n";
+    out << "prober " << p.name << ": " << state << (detail.empty() ? "" : " - " + detail) << "\n";
   }
-  for (const auto& w : r.warnings) std::cout << "warning: " << w << "\n";
+  for (const auto& w : r.warnings) out << "warning: " << w << "\n";
 }
 
 // `--from lstopo.xml`: NUMA nodes, packages and device locality from the file, without changing the
 // imported topology (the merge runs on a scratch copy).
 void AddHwlocLocality(const fs::path& path, ProbeReport& report) {
-  std::ifstream in(path, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto read = ReadRegularFile(path, 64u << 20, "topology file");
+  if (!read.ok()) return;  // ImportTopologyFile read it a moment ago; nothing to add
+  const std::string& text = *read;
   // A commkit JSON exported from an hwloc import keeps source "hwloc-xml" but is not hwloc XML.
   if (DetectTopologyFormat(text) != TopologyFormat::kHwlocXml) return;
   ProbeReport scratch;
@@ -220,20 +228,33 @@ int main(int argc, char** argv) {
   }
 
   std::optional<ProbeReport> report;
-  std::optional<fs::path> tmp;
+  std::optional<TempDir> extracted;              // a .tar.gz capture, removed on every way out
+  std::shared_ptr<SystemView> replay;            // the capture being replayed, for its recorded facts
   if (!from.empty()) {
     fs::path src = from;
     if (IsTarGz(from)) {
-      tmp = fs::temp_directory_path() / StrCat("commkit-topo-", getpid());
-      fs::create_directories(*tmp);
-      if (RunTar({"tar", "-xzf", from, "-C", tmp->string()}) != 0) {
-        std::cerr << "commkit-topo: cannot extract " << from << " (tar failed)\n";
+      auto dir = TempDir::Create("commkit-topo");
+      if (!dir.ok()) {
+        std::cerr << "commkit-topo: " << dir.status().message() << "\n";
         return kInput;
       }
-      src = *tmp;
+      extracted.emplace(std::move(*dir));
+      if (Status s = ExtractTarArchive(from, extracted->path(), "capture"); !s.ok()) {
+        std::cerr << "commkit-topo: " << s.message() << "\n";
+        return kInput;
+      }
+      src = extracted->path();
     }
-    if (fs::is_directory(src)) {
-      auto r = ProbeTopology(*SystemView::Replay(src));
+    // status() follows symlinks without throwing: a loop or a dangling link is reported, not fatal.
+    std::error_code ec;
+    const fs::file_status st = fs::status(src, ec);
+    if (ec && ec != std::errc::no_such_file_or_directory) {
+      std::cerr << "commkit-topo: --from " << src.string() << ": " << ec.message() << "\n";
+      return kInput;
+    }
+    if (fs::is_directory(st)) {
+      replay = SystemView::Replay(src);
+      auto r = ProbeTopology(*replay);
       if (!r.ok()) {
         std::cerr << "commkit-topo: " << r.status().ToString() << "\n";
         return kInput;
@@ -255,18 +276,28 @@ int main(int argc, char** argv) {
       std::cerr << "commkit-topo: capture reads this machine; it cannot be combined with --from\n";
       return kUsage;
     }
-    fs::path dir = IsTarGz(capture_to) ? fs::temp_directory_path() / StrCat("commkit-topo-cap-", getpid()) : fs::path(capture_to);
+    std::optional<TempDir> staging;
+    fs::path dir = capture_to;
+    if (IsTarGz(capture_to)) {
+      auto t = TempDir::Create("commkit-topo-cap");
+      if (!t.ok()) {
+        std::cerr << "commkit-topo: " << t.status().message() << "\n";
+        return kOutput;
+      }
+      staging.emplace(std::move(*t));
+      dir = staging->path();
+    }
     auto live = SystemView::Live();
     if (Status s = live->StartCapture(dir); !s.ok()) {
       std::cerr << "commkit-topo: " << s.ToString() << "\n";
       return kOutput;
     }
     auto r = ProbeTopology(*live);
+    // The settings the advice is checked against on replay (same fact as gpudoctor snapshots).
+    (void)live->Fact("env", [] { return Result<std::string>(AdvisorOptions::EnvFact()); });
     live->StopCapture();
     if (IsTarGz(capture_to)) {
       int rc = RunTar({"tar", "-czf", capture_to, "-C", dir.string(), "."});
-      std::error_code ec;
-      fs::remove_all(dir, ec);
       if (rc != 0) {
         std::cerr << "commkit-topo: tar failed writing " << capture_to << "\n";
         return kOutput;
@@ -285,13 +316,28 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   if (show->parsed()) {
-    if (json_out) std::cout << ReportJson(*report).dump(2) << "\n";
-    else PrintShow(*report);
+    // Names and details come from the machine or a capture: escape what a terminal would act on.
+    if (json_out) {
+      std::cout << ReportJson(*report).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
+      std::ostringstream text;
+      PrintShow(*report, text);
+      std::cout << EscapeControl(text.str());
+    }
   } else if (matrix->parsed()) {
-    std::cout << ExportNvsmiMatrix(report->topology);
+    std::cout << EscapeControl(ExportNvsmiMatrix(report->topology));
   } else if (exp->parsed()) {
-    std::string text = format == "nccl-xml" ? ExportNcclXml(report->topology)
-                       : format == "nvsmi"  ? ExportNvsmiMatrix(report->topology)
+    std::string text;
+    if (format == "nccl-xml") {
+      auto xml = ExportNcclXml(report->topology);
+      if (!xml.ok()) {
+        std::cerr << "commkit-topo: " << EscapeControl(xml.status().message()) << "\n";
+        return kOutput;
+      }
+      text = std::move(*xml);
+    }
+    if (format != "nccl-xml")
+      text = format == "nvsmi"  ? ExportNvsmiMatrix(report->topology)
                        : format == "dot"    ? ExportDot(report->topology)
                        : format == "svg"    ? ExportSvg(report->topology)
                                             : ExportJson(report->topology) + "\n";  // docs/topology-json.md
@@ -300,16 +346,27 @@ int main(int argc, char** argv) {
       rc = kOutput;
     }
   } else if (adv->parsed()) {
-    AdvisorOptions opts = AdvisorOptions::FromEnvironment();
+    // A replayed capture is checked against the environment recorded with it, not this shell's.
+    AdvisorOptions opts;
+    std::string env_note;
+    if (replay) {
+      auto env = replay->Fact("env", []() -> Result<std::string> { return Status::NotFound("replay only"); });
+      if (env.ok()) {
+        opts = AdvisorOptions::FromEnvFact(*env);
+        env_note = StrCat("user settings checked: the environment recorded in the capture (", opts.env.size(), " NCCL_/FI_ variable(s))");
+      } else {
+        env_note = StrCat("the capture records no environment (", env.status().message(),
+                          "): your NCCL_/FI_ settings on that machine are not checked");
+      }
+    } else {
+      opts = AdvisorOptions::FromEnvironment();
+    }
     if (!master.empty()) opts.master_addr = master;
     Advice a = Advise(*report, opts);
+    if (!env_note.empty()) a.findings.push_back(env_note);
     std::cout << (advise_format == "json" ? a.ToJson() + "\n" : advise_format == "env" ? a.ToEnvFile() : a.ToShell());
     for (const auto& s : a.settings)
       if (s.conflict) rc = kConflict;
-  }
-  if (tmp) {
-    std::error_code ec;
-    fs::remove_all(*tmp, ec);
   }
   return rc;
 }

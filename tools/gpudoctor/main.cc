@@ -17,6 +17,9 @@
 #include "commkit/comm/tcp_store.h"
 #include "commkit/diagnostics/check.h"
 #include "commkit/diagnostics/cluster.h"
+#include "commkit/common/file_io.h"
+#include "commkit/common/escape.h"
+#include "commkit/common/strings.h"
 #include "commkit/diagnostics/explain.h"
 #include "commkit/diagnostics/flight_record.h"
 #include "commkit/diagnostics/local_bench.h"
@@ -34,8 +37,21 @@ bool UseColor(bool no_color_flag) {
   return isatty(STDOUT_FILENO) != 0;
 }
 
+// Check results quote what they read (file contents, snapshot facts, command output). A snapshot
+// from elsewhere may hold escape sequences or invalid UTF-8: they are escaped before printing, in
+// text, JSON and Prometheus alike and with or without colour (colour codes are added after this).
+dx::Report Sanitized(dx::Report report) {
+  for (dx::CheckRecord& r : report.records) {
+    r.outcome.summary = commkit::EscapeControl(r.outcome.summary, /*keep_newlines=*/false);
+    for (std::string& e : r.outcome.evidence) e = commkit::EscapeControl(e, /*keep_newlines=*/false);
+    r.outcome.fix = commkit::EscapeControl(r.outcome.fix, /*keep_newlines=*/false);
+  }
+  return report;
+}
+
 void Print(const dx::Report& report, bool json, bool color, bool prometheus = false) {
-  std::cout << (prometheus ? gpudoctor::ReportToPrometheus(report) : json ? report.ToJson() : report.ToText(color));
+  const dx::Report safe = Sanitized(report);
+  std::cout << (prometheus ? gpudoctor::ReportToPrometheus(safe) : json ? safe.ToJson() : safe.ToText(color));
 }
 
 }  // namespace
@@ -276,12 +292,12 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   if (json) {
-    nlohmann::json doc = nlohmann::json::parse(report.ToJson());
+    nlohmann::json doc = nlohmann::json::parse(Sanitized(report).ToJson());
     doc["bench"] = nlohmann::json::parse(result->ToJson());
     if (!result->AllCorrect()) doc["exit_code"] = 2;
     std::cout << doc.dump(2) << "\n";
   } else {
-    std::cout << report.ToText(UseColor(no_color)) << result->ToText();
+    std::cout << Sanitized(report).ToText(UseColor(no_color)) << result->ToText();
   }
   // A wrong all-reduce result is a failure of this node's comm stack.
   return result->AllCorrect() ? report.ExitCode() : 2;

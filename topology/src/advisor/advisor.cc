@@ -6,8 +6,12 @@
 #include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
+#include <vector>
 
+#include "commkit/common/escape.h"
 #include "commkit/common/strings.h"
+#include "platform_presets.h"
 
 extern char** environ;
 
@@ -82,6 +86,11 @@ class Builder {
     return it->second;
   }
   void Finding(std::string f) { advice_.findings.push_back(std::move(f)); }
+  Recommendation* Existing(std::string_view var) {
+    for (auto& r : advice_.settings)
+      if (r.variable == var && !r.value.empty()) return &r;
+    return nullptr;
+  }
 
  private:
   const AdvisorOptions& opts_;
@@ -319,20 +328,28 @@ void Efa(const ProbeReport& rep, Builder& b) {
     b.Finding("no /dev/infiniband/uverbs*: in a container pass the EFA devices (--device /dev/infiniband/uverbsN), else fi_getinfo finds no efa provider");
 }
 
-void Platform(const ProbeReport& rep, Builder& b) {
+void Platform(const ProbeReport& rep, const std::optional<internal::PlatformMatch>& vendor, Builder& b) {
   const std::size_t gpus = rep.topology.GpuCount();
-  if (gpus > 0 && rep.system.hypervisor && (rep.system.pci_tree_flat || rep.system.numa_unknown)) {
+  const bool vendor_topo_file =
+      vendor && std::any_of(vendor->settings.begin(), vendor->settings.end(),
+                            [](const internal::PresetSetting& s) { return s.variable == "NCCL_TOPO_FILE"; });
+  if (gpus > 0 && rep.system.hypervisor && (rep.system.pci_tree_flat || rep.system.numa_unknown) && !vendor_topo_file) {
     // hwloc may have placed the devices sysfs left at NUMA -1; then this host's own export is useful.
     const bool placed_by_hwloc =
         rep.system.numa_unknown &&
         std::any_of(rep.locality.begin(), rep.locality.end(), [](const DeviceLocality& l) { return l.source == "hwloc"; }) &&
         std::none_of(rep.locality.begin(), rep.locality.end(), [](const DeviceLocality& l) { return l.numa_id < 0; });
-    b.Add("NCCL_TOPO_FILE", "/etc/nccl/topo.xml",
-          placed_by_hwloc
-              ? "VM hides the PCIe tree (no switches / NUMA -1 in sysfs): give NCCL the vendor's topology file, or "
-                "`commkit-topo export --format nccl-xml` from this host (hwloc placed every GPU/NIC on its NUMA node)"
-              : "VM hides the PCIe tree (no switches / NUMA -1): give NCCL the vendor's topology file (or `commkit-topo "
-                "export --format nccl-xml` from a bare-metal twin)");
+    // No path is recommended: there is no file at any standard place until someone writes one.
+    if (auto u = b.User("NCCL_TOPO_FILE")) {
+      b.Finding(StrCat("VM hides the PCIe tree (no switches / NUMA -1 in sysfs); NCCL_TOPO_FILE=", *u, " gives NCCL its layout"));
+    } else {
+      b.Finding(placed_by_hwloc
+                    ? "VM hides the PCIe tree (no switches / NUMA -1 in sysfs): give NCCL a topology file: the cloud vendor's "
+                      "for this machine, or `commkit-topo export --format nccl-xml -o FILE` on this host (hwloc placed every "
+                      "GPU/NIC on its NUMA node), then NCCL_TOPO_FILE=FILE"
+                    : "VM hides the PCIe tree (no switches / NUMA -1): give NCCL a topology file: the cloud vendor's for this "
+                      "machine, or `commkit-topo export --format nccl-xml -o FILE` on a bare-metal twin, then NCCL_TOPO_FILE=FILE");
+    }
   }
   if (!rep.system.nvswitch_present && !HasHostFacts(rep) && !rep.topology.NodesOfKind(NodeKind::kNvSwitch).empty()) {
     b.Finding(StrCat(rep.topology.NodesOfKind(NodeKind::kNvSwitch).size(), " NVSwitch(es) in ", TopologyOrigin(rep),
@@ -346,24 +363,85 @@ void Platform(const ProbeReport& rep, Builder& b) {
   }
 }
 
+// The vendor's published settings for a recognised machine, each reason naming its source. A
+// setting the generic rules already made keeps its reason and gains the vendor's; a different value
+// gives way to the vendor's published one.
+void VendorPreset(const internal::PlatformMatch& m, Builder& b) {
+  b.Finding(StrCat("recognised ", m.name, " (", m.evidence, ")"));
+  for (const auto& s : m.settings) {
+    std::string reason = StrCat(m.name, ": ", s.why, " (source: ", s.source, ")");
+    if (Recommendation* r = b.Existing(s.variable)) {
+      if (r->value == s.value) {
+        r->reason += "; " + reason;
+      } else {
+        r->reason = StrCat(reason, " (the generic rule said ", r->value, ": ", r->reason, ")");
+        r->value = s.value;
+      }
+    } else {
+      b.Add(s.variable, s.value, std::move(reason));
+    }
+  }
+  for (const auto& n : m.notes) b.Finding(StrCat(m.name, ": ", n));
+}
+
+// Values and reasons can come from a capture or an imported file (interface and HCA names): the
+// shell form quotes values and every comment is one line, so no data can run as a command when the
+// output is sourced.
+std::string Comment(std::string_view text) { return EscapeControl(text, /*keep_newlines=*/false); }
+
 void Append(std::string& out, const Recommendation& r, bool env_file) {
-  out += StrCat("# ", r.reason, "\n", env_file ? "" : "export ", r.variable, "=", r.value, "\n");
+  out += StrCat("# ", Comment(r.reason), "\n", env_file ? "" : "export ", r.variable, "=",
+                env_file ? EscapeControl(r.value, false) : ShellQuote(EscapeControl(r.value, false)), "\n");
+}
+
+}  // namespace
+
+namespace {
+
+bool AdvisorVariable(std::string_view key) {
+  return StartsWith(key, "NCCL_") || StartsWith(key, "FI_") || key == "MASTER_ADDR" || key == "CUDA_VISIBLE_DEVICES";
+}
+
+AdvisorOptions FromPairs(const std::vector<std::pair<std::string, std::string>>& pairs) {
+  AdvisorOptions o;
+  for (const auto& [key, value] : pairs)
+    if (AdvisorVariable(key)) o.env[key] = value;
+  if (auto it = o.env.find("MASTER_ADDR"); it != o.env.end()) o.master_addr = it->second;
+  return o;
 }
 
 }  // namespace
 
 AdvisorOptions AdvisorOptions::FromEnvironment() {
-  AdvisorOptions o;
+  std::vector<std::pair<std::string, std::string>> pairs;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string_view kv(*e);
     auto eq = kv.find('=');
-    if (eq == std::string_view::npos) continue;
-    std::string key(kv.substr(0, eq));
-    if (StartsWith(key, "NCCL_") || StartsWith(key, "FI_") || key == "MASTER_ADDR" || key == "CUDA_VISIBLE_DEVICES")
-      o.env[key] = std::string(kv.substr(eq + 1));
+    if (eq != std::string_view::npos) pairs.emplace_back(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
   }
-  if (auto it = o.env.find("MASTER_ADDR"); it != o.env.end()) o.master_addr = it->second;
-  return o;
+  return FromPairs(pairs);
+}
+
+AdvisorOptions AdvisorOptions::FromEnvFact(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (const auto& line : Split(text, '\n', /*skip_empty=*/true)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos && eq > 0) pairs.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+  }
+  return FromPairs(pairs);
+}
+
+std::string AdvisorOptions::EnvFact() {
+  std::vector<std::string> lines;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string_view kv(*e);
+    if (StartsWith(kv, "NCCL_") || StartsWith(kv, "FI_") || StartsWith(kv, "CUDA_VISIBLE_DEVICES=") ||
+        StartsWith(kv, "LD_LIBRARY_PATH=") || StartsWith(kv, "TORCH_NCCL_") || StartsWith(kv, "UCX_") ||
+        StartsWith(kv, "MASTER_ADDR=") || StartsWith(kv, "VIRTUAL_ENV=") || StartsWith(kv, "CONDA_PREFIX="))
+      if (kv.find('\n') == std::string_view::npos) lines.emplace_back(kv);
+  }
+  std::sort(lines.begin(), lines.end());
+  return Join(lines, "\n");
 }
 
 const Recommendation* Advice::Find(std::string_view variable) const {
@@ -375,10 +453,11 @@ const Recommendation* Advice::Find(std::string_view variable) const {
 std::string Advice::ToShell() const {
   std::string out;
   for (const auto& r : settings) {
-    if (r.user_set) out += StrCat("# ", r.variable, " already set by you to '", r.user_value, "'", r.conflict ? " (CONFLICT: " + r.reason + ")" : "", "\n");
+    if (r.user_set)
+      out += Comment(StrCat("# ", r.variable, " already set by you to '", r.user_value, "'", r.conflict ? " (CONFLICT: " + r.reason + ")" : "")) + "\n";
     else if (!r.value.empty()) Append(out, r, false);
   }
-  for (const auto& f : findings) out += StrCat("# note: ", f, "\n");
+  for (const auto& f : findings) out += StrCat("# note: ", Comment(f), "\n");
   return out;
 }
 
@@ -396,7 +475,7 @@ std::string Advice::ToJson() const {
     j["settings"].push_back({{"variable", r.variable}, {"value", r.value}, {"reason", r.reason},
                              {"user_set", r.user_set}, {"user_value", r.user_value}, {"conflict", r.conflict}});
   j["findings"] = findings;
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 Advice Advise(const ProbeReport& report, const AdvisorOptions& options) {
@@ -406,7 +485,9 @@ Advice Advise(const ProbeReport& report, const AdvisorOptions& options) {
   PeerToPeer(report, b);
   Rdma(report, b);
   Efa(report, b);
-  Platform(report, b);
+  const std::optional<internal::PlatformMatch> vendor = internal::RecognisePlatform(report);
+  Platform(report, vendor, b);
+  if (vendor) VendorPreset(*vendor, b);
   return advice;
 }
 

@@ -1,5 +1,10 @@
 // Topology JSON export and load (schema documented in docs/topology-json.md).
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <type_traits>
 
 #include <nlohmann/json.hpp>
 
@@ -67,10 +72,75 @@ json NodeJson(const Node& n) {
   return j;
 }
 
-// Typed field access; throws json exceptions on type mismatch (caught by LoadJson).
+// A field of the wrong type or out of range for its C++ type. nlohmann's own get<int>() on a float
+// (1e300) or on an unsigned beyond the type's range converts without checking, which is undefined
+// behaviour; every field therefore goes through Field() below. Caught by LoadJson.
+struct FieldError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+template <typename T>
+T Field(const json& v, std::string_view key) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!v.is_boolean()) throw FieldError(StrCat("\"", key, "\" must be true or false, not ", v.type_name()));
+    return v.get<bool>();
+  } else if constexpr (std::is_integral_v<T>) {
+    if (v.is_number_unsigned()) {
+      const auto u = v.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(std::numeric_limits<T>::max()))
+        throw FieldError(StrCat("\"", key, "\" = ", u, " is out of range"));
+      return static_cast<T>(u);
+    }
+    if (!v.is_number_integer()) throw FieldError(StrCat("\"", key, "\" must be an integer, not ", v.type_name()));
+    const auto i = v.get<std::int64_t>();
+    if (i < static_cast<std::int64_t>(std::numeric_limits<T>::min()) ||
+        (i > 0 && static_cast<std::uint64_t>(i) > static_cast<std::uint64_t>(std::numeric_limits<T>::max())))
+      throw FieldError(StrCat("\"", key, "\" = ", i, " is out of range"));
+    return static_cast<T>(i);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (!v.is_number()) throw FieldError(StrCat("\"", key, "\" must be a number, not ", v.type_name()));
+    return v.get<T>();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    if (!v.is_string()) throw FieldError(StrCat("\"", key, "\" must be a string, not ", v.type_name()));
+    return v.get<std::string>();
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>);
+    if (!v.is_array()) throw FieldError(StrCat("\"", key, "\" must be an array of strings, not ", v.type_name()));
+    T out;
+    for (const json& e : v) out.push_back(Field<std::string>(e, key));
+    return out;
+  }
+}
+
+// Required field of an object.
+template <typename T>
+T At(const json& j, const char* key) {
+  if (!j.is_object()) throw FieldError(StrCat("expected an object holding \"", key, "\", not ", j.type_name()));
+  auto it = j.find(key);
+  if (it == j.end()) throw FieldError(StrCat("missing \"", key, "\""));
+  return Field<T>(*it, key);
+}
+
+// Optional field: absent or null leaves `out` as it is.
 template <typename T>
 void Get(const json& j, const char* key, T& out) {
-  if (auto it = j.find(key); it != j.end() && !it->is_null()) out = it->get<T>();
+  if (!j.is_object()) throw FieldError(StrCat("expected an object holding \"", key, "\", not ", j.type_name()));
+  if (auto it = j.find(key); it != j.end() && !it->is_null()) out = Field<T>(*it, key);
+}
+
+template <typename T>
+void Get(const json& j, const char* key, std::optional<T>& out) {
+  if (!j.is_object()) throw FieldError(StrCat("expected an object holding \"", key, "\", not ", j.type_name()));
+  if (auto it = j.find(key); it != j.end() && !it->is_null()) out = Field<T>(*it, key);
+}
+
+// An array member (absent: empty).
+const json& ArrayOf(const json& j, const char* key) {
+  static const json kEmpty = json::array();
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return kEmpty;
+  if (!it->is_array()) throw FieldError(StrCat("\"", key, "\" must be an array, not ", it->type_name()));
+  return *it;
 }
 
 }  // namespace
@@ -120,7 +190,8 @@ std::string ExportJson(const Topology& t, const JsonExportOptions& options) {
     paths["cells"] = std::move(cells);
     root["paths"] = std::move(paths);
   }
-  return root.dump(options.indent);
+  // Names from a capture may not be UTF-8: replaced (U+FFFD) rather than thrown on.
+  return root.dump(options.indent, ' ', false, json::error_handler_t::replace);
 }
 
 Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
@@ -131,6 +202,9 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
     const std::size_t end = std::min<std::size_t>(e.byte, text.size());
     const int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
     return Status::DataLoss(StrCat(origin, ":", line, ": malformed JSON (", e.what(), ")"));
+  } catch (const json::exception& e) {
+    // out_of_range.406: a number such as 1e999 that no double holds.
+    return Status::DataLoss(StrCat(origin, ": unreadable JSON (", e.what(), ")"));
   }
   try {
     if (root.is_object() && !root.contains("schema") && root.contains("probers") && root.contains("gpus")) {
@@ -140,7 +214,8 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
     if (!root.is_object() || root.value("schema", std::string()) != "commkit.topology") {
       return Status::DataLoss(StrCat(origin, ": not a commkit topology JSON (schema must be \"commkit.topology\")"));
     }
-    const int version = root.value("version", 0);
+    int version = 0;
+    Get(root, "version", version);
     if (version != kTopologyJsonVersion) {
       return Status::NotSupported(StrCat(origin, ": topology JSON version ", version, "; this commkit reads version ",
                                          kTopologyJsonVersion));
@@ -158,17 +233,19 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
       Get(*it, "format_version", m.format_version);
       Get(*it, "notes", m.notes);
     }
+    if (!root.contains("nodes") || !root.at("nodes").is_array()) return Status::DataLoss(StrCat(origin, ": \"nodes\" must be an array"));
     const json& nodes = root.at("nodes");
-    if (!nodes.is_array()) return Status::DataLoss(StrCat(origin, ": \"nodes\" must be an array"));
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       const json& j = nodes[i];
       Node n;
-      const std::string kind = j.at("kind").get<std::string>();
+      const std::string kind = At<std::string>(j, "kind");
       if (!FromName(kNodeKinds, kind, n.kind)) {
         return Status::DataLoss(StrCat(origin, ": nodes[", i, "]: unknown kind '", kind, "'"));
       }
-      if (j.value("id", static_cast<NodeId>(i)) != static_cast<NodeId>(i)) {
-        return Status::DataLoss(StrCat(origin, ": nodes[", i, "] has id ", j.value("id", -1), "; ids must be 0..n-1 in order"));
+      std::int64_t id = static_cast<std::int64_t>(i);
+      Get(j, "id", id);
+      if (id != static_cast<std::int64_t>(i)) {
+        return Status::DataLoss(StrCat(origin, ": nodes[", i, "] has id ", id, "; ids must be 0..n-1 in order"));
       }
       Get(j, "parent", n.parent);
       Get(j, "label", n.label);
@@ -204,7 +281,7 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
         Get(*g, "uuid", n.gpu.uuid);
         Get(*g, "sm", n.gpu.sm);
         Get(*g, "memory_bytes", n.gpu.memory_bytes);
-        if (auto v = g->find("gdr"); v != g->end() && !v->is_null()) n.gpu.gdr = v->get<bool>();
+        Get(*g, "gdr", n.gpu.gdr);
       }
       if (auto c = j.find("nic"); c != j.end()) {
         std::string nk;
@@ -217,9 +294,9 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
         Get(*c, "netdevs", n.nic.netdevs);
         Get(*c, "max_conn", n.nic.max_conn);
         Get(*c, "guid", n.nic.guid);
-        if (auto v = c->find("gdr"); v != c->end() && !v->is_null()) n.nic.gdr = v->get<bool>();
-        if (auto ps = c->find("ports"); ps != c->end()) {
-          for (const json& pj : *ps) {
+        Get(*c, "gdr", n.nic.gdr);
+        {
+          for (const json& pj : ArrayOf(*c, "ports")) {
             NicPort p;
             Get(pj, "port", p.port);
             Get(pj, "state", p.state);
@@ -235,11 +312,12 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
       }
       t.AddNode(std::move(n));
     }
-    if (auto links = root.find("links"); links != root.end()) {
-      for (std::size_t i = 0; i < links->size(); ++i) {
-        const json& j = (*links)[i];
+    {
+      const json& links = ArrayOf(root, "links");
+      for (std::size_t i = 0; i < links.size(); ++i) {
+        const json& j = links[i];
         Link l;
-        const std::string kind = j.at("kind").get<std::string>();
+        const std::string kind = At<std::string>(j, "kind");
         if (!FromName(kLinkKinds, kind, l.kind)) {
           return Status::DataLoss(StrCat(origin, ": links[", i, "]: unknown kind '", kind, "'"));
         }
@@ -255,20 +333,18 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
         t.AddLink(std::move(l));
       }
     }
-    if (auto po = root.find("path_overrides"); po != root.end()) {
-      for (const json& j : *po) t.AddPathOverride({j.at("a").get<NodeId>(), j.at("b").get<NodeId>(), j.at("type").get<std::string>()});
+    for (const json& j : ArrayOf(root, "path_overrides"))
+      t.AddPathOverride({At<NodeId>(j, "a"), At<NodeId>(j, "b"), At<std::string>(j, "type")});
+    for (const json& j : ArrayOf(root, "p2p_overrides")) {
+      std::string mode = "r";
+      Get(j, "mode", mode);
+      if (mode.size() != 1) return Status::DataLoss(StrCat(origin, ": p2p_overrides mode must be one letter"));
+      t.AddP2pOverride({At<NodeId>(j, "a"), At<NodeId>(j, "b"), mode[0], At<std::string>(j, "status")});
     }
-    if (auto pp = root.find("p2p_overrides"); pp != root.end()) {
-      for (const json& j : *pp) {
-        const std::string mode = j.value("mode", std::string("r"));
-        if (mode.size() != 1) return Status::DataLoss(StrCat(origin, ": p2p_overrides mode must be one letter"));
-        t.AddP2pOverride({j.at("a").get<NodeId>(), j.at("b").get<NodeId>(), mode[0], j.at("status").get<std::string>()});
-      }
-    }
-    if (auto aff = root.find("gpu_affinities"); aff != root.end()) {
-      for (const json& j : *aff) {
+    {
+      for (const json& j : ArrayOf(root, "gpu_affinities")) {
         GpuAffinity a;
-        a.gpu = j.at("gpu").get<NodeId>();
+        a.gpu = At<NodeId>(j, "gpu");
         Get(j, "cpu_affinity", a.cpu_affinity);
         Get(j, "numa_affinity", a.numa_affinity);
         Get(j, "gpu_numa_id", a.gpu_numa_id);
@@ -278,6 +354,8 @@ Result<Topology> LoadJson(std::string_view text, std::string_view origin) {
     Status valid = t.Validate();
     if (!valid.ok()) return Status::DataLoss(StrCat(origin, ": ", valid.message()));
     return t;
+  } catch (const FieldError& e) {
+    return Status::DataLoss(StrCat(origin, ": topology JSON has a missing or mistyped field (", e.what(), ")"));
   } catch (const json::exception& e) {
     return Status::DataLoss(StrCat(origin, ": topology JSON has a missing or mistyped field (", e.what(), ")"));
   }

@@ -1,5 +1,7 @@
 // NCCL topology XML exporter.
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include <pugixml.hpp>
 
@@ -55,7 +57,10 @@ class Writer {
     SetIf(x, "subsystem_device", n.pci.subsystem_device_id);
     SetIf(x, "link_speed", NcclLinkSpeed(n.pci.link.gen));
     if (n.pci.link.width > 0) x.append_attribute("link_width") = n.pci.link.width;
-    if (n.kind == NodeKind::kGpu) Gpu(x, n);
+    if (n.kind == NodeKind::kGpu) {
+      Gpu(x, n);
+      exported_gpus_.insert(id);
+    }
     if (n.kind == NodeKind::kNic && (!n.nic.name.empty() || n.nic.dev >= 0)) Net(x.append_child("nic"), n);
     for (NodeId c : t_.Children(id)) Node(x, c, depth + 1);
   }
@@ -104,11 +109,22 @@ class Writer {
   }
 
   const Topology& t_;
+
+ public:
+  std::set<NodeId> exported_gpus_;
 };
+
+// Why `n` could not be placed in NCCL's XML, for the error that replaces a file NCCL would misread.
+std::string WhyNotExported(const Topology& t, const Node& n) {
+  if (n.pci.bus_id.empty()) return StrCat(n.label, " (no PCI bus id)");
+  for (NodeId p = n.parent; p != kNoNode && t.Contains(p); p = t.node(p).parent)
+    if (t.node(p).kind == NodeKind::kCpu) return StrCat(n.label, " ", n.pci.bus_id, " (not reachable from its CPU)");
+  return StrCat(n.label, " ", n.pci.bus_id, " (no CPU above it)");
+}
 
 }  // namespace
 
-std::string ExportNcclXml(const Topology& topo) {
+Result<std::string> ExportNcclXml(const Topology& topo) {
   pugi::xml_document doc;
   pugi::xml_node system = doc.append_child("system");
   system.append_attribute("version") = 1;
@@ -123,6 +139,22 @@ std::string ExportNcclXml(const Topology& topo) {
     SetIf(x, "familyid", c.cpu.family_id);
     SetIf(x, "modelid", c.cpu.model_id);
     for (NodeId child : topo.Children(cpu_id)) w.Node(x, child, 1);
+  }
+  // NCCL places every GPU by its PCI bus id under a <cpu>. A GPU that cannot be placed would make the
+  // file describe a different machine (or, with none placed, an empty <system/> NCCL cannot use).
+  std::vector<std::string> missing;
+  for (NodeId g : topo.Gpus())
+    if (!w.exported_gpus_.count(g)) missing.push_back(WhyNotExported(topo, topo.node(g)));
+  if (!missing.empty()) {
+    return Status::NotSupported(StrCat(
+        "cannot export as NCCL topology XML: ", missing.size(), " of ", topo.GpuCount(), " GPU(s) cannot be placed: ",
+        Join(missing, ", "), ". NCCL's XML needs each GPU's PCI bus id under its CPU; ", ToString(topo.metadata().source),
+        " input does not carry them. Export from a probe on the machine itself (`commkit-topo export --format nccl-xml`), "
+        "from its hwloc XML (`lstopo --of xml`), or use NCCL's own NCCL_TOPO_DUMP_FILE"));
+  }
+  if (topo.Cpus().empty()) {
+    return Status::NotSupported(StrCat("cannot export as NCCL topology XML: the topology (", ToString(topo.metadata().source),
+                                       ") has no CPU/NUMA node to place devices under, so the file would be an empty <system>"));
   }
   std::ostringstream out;
   doc.save(out, "  ", pugi::format_default | pugi::format_no_declaration);

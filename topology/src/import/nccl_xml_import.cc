@@ -6,6 +6,7 @@
 
 #include <pugixml.hpp>
 
+#include "commkit/common/file_io.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/import.h"
 #include "commkit/topology/json.h"
@@ -130,7 +131,10 @@ class NcclXmlReader {
     const bool has_children = static_cast<bool>(x.child("pci"));
     if (StartsWith(cls, "0x0604") || (cls.empty() && has_children)) {
       n.kind = NodeKind::kPciSwitch;
-    } else if (StartsWith(cls, "0x03") || x.child("gpu")) {
+    } else if (x.child("gpu") || (StartsWith(cls, "0x03") && (vendor.empty() || vendor == "0x10de"))) {
+      // NCCL makes a GPU only of a <pci> that has (or, for a static NCCL_TOPO_FILE, gets from
+      // CUDA) a <gpu> child. Vendor files list NVIDIA GPUs without <gpu>; a display device of another
+      // vendor without one (a BMC's VGA, vendor 0x1a03) never gets it.
       n.kind = NodeKind::kGpu;
     } else if (StartsWith(cls, "0x02") || x.child("nic")) {
       n.kind = NodeKind::kNic;
@@ -140,6 +144,9 @@ class NcclXmlReader {
       n.kind = NodeKind::kPciSwitch;
     } else {
       n.kind = NodeKind::kOtherPci;
+      if (StartsWith(cls, "0x03"))
+        Note(x, StrCat("<pci busid=\"", bus, "\"> is a display device of vendor ", vendor,
+                       " without <gpu>: not a GPU to NCCL (e.g. a BMC's VGA)"));
       if (cls.empty()) Note(x, StrCat("<pci busid=\"", bus, "\"> has no class (NCCL reads it from sysfs)"));
     }
     if (topo_.FindByBusId(bus)) return Error(x, StrCat("PCI bus id ", bus, " appears twice"));
@@ -393,16 +400,8 @@ Result<Topology> ImportTopologyText(std::string_view text, std::string_view orig
 }
 
 Result<Topology> ImportTopologyFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(StrCat(path.string(), ": cannot open topology file"));
-  std::string data;
-  char buf[65536];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    data.append(buf, static_cast<std::size_t>(in.gcount()));
-    if (data.size() > kMaxInputBytes) {
-      return Status::InvalidArgument(StrCat(path.string(), ": larger than 64 MiB; not a topology file"));
-    }
-  }
+  // Regular files only: a FIFO, a device or a symlink loop is refused without blocking.
+  COMMKIT_ASSIGN_OR_RETURN(std::string data, ReadRegularFile(path, kMaxInputBytes, "topology file"));
   // Content decides; a .json name that does not sniff as JSON (e.g. a byte-order mark first) still
   // goes to the JSON reader, whose error names the line.
   if (DetectTopologyFormat(data) == TopologyFormat::kUnknown && ToLower(path.extension().string()) == ".json") {

@@ -14,6 +14,13 @@
 namespace commkit::topology {
 namespace {
 
+// A fact a replay does not have means the prober was skipped; one that is there but unreadable
+// (a FIFO, a corrupt value: SystemView checks facts against their schema) means it failed.
+ProberState FactState(const Status& s) { return s.code() == StatusCode::kNotFound ? ProberState::kSkipped : ProberState::kFailed; }
+std::string FactDetail(const Status& s) {
+  return s.code() == StatusCode::kNotFound ? StrCat("skipped: ", s.message()) : s.ToString();
+}
+
 constexpr std::string_view kPciDevices = "/sys/bus/pci/devices";
 
 bool LooksLikeBdf(std::string_view s) {
@@ -90,7 +97,7 @@ void ProbeHwloc(const SystemView& view, ProbeReport& r, const AddStatus& add_sta
   auto status_fact = view.Fact("hwloc", [&] { return Result<std::string>(HwlocStatusToJson(snapshot())); });
   HwlocSnapshot st;
   if (!status_fact.ok()) {
-    add_status("hwloc", ProberState::kSkipped, StrCat("skipped: ", status_fact.status().message()));
+    add_status("hwloc", FactState(status_fact.status()), FactDetail(status_fact.status()));
     return;
   }
   if (Status s = ParseHwlocStatus(*status_fact, st); !s.ok()) {
@@ -178,7 +185,7 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
   if (options.nvml) {
     auto fact = view.Fact("nvml", [] { return Result<std::string>(NvmlFact()); });
     if (!fact.ok()) {
-      add_status("nvml", ProberState::kSkipped, StrCat("skipped: ", fact.status().message()));
+      add_status("nvml", FactState(fact.status()), FactDetail(fact.status()));
     } else if (Status s = ParseNvmlFact(*fact, r.gpu); !s.ok()) {
       add_status("nvml", ProberState::kFailed, s.ToString());
     } else if (!r.gpu.nvml_available) {
@@ -190,7 +197,7 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
   if (options.cuda) {
     auto fact = view.Fact("cuda", [] { return Result<std::string>(CudaFact()); });
     if (!fact.ok()) {
-      add_status("cuda", ProberState::kSkipped, StrCat("skipped: ", fact.status().message()));
+      add_status("cuda", FactState(fact.status()), FactDetail(fact.status()));
     } else if (Status s = ParseCudaFact(*fact, r.gpu); !s.ok()) {
       add_status("cuda", ProberState::kFailed, s.ToString());
     } else if (!r.gpu.cuda_available) {
@@ -203,6 +210,9 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
   // ---- CPU / NUMA ----
   std::map<int, NodeId> cpu_of_numa;
   if (options.pci) {
+    // Cloud machine identity: AWS Nitro puts the instance type in product_name ("p4d.24xlarge").
+    if (auto v = view.ReadAttr("/sys/class/dmi/id/sys_vendor"); v.ok()) r.system.dmi_sys_vendor = *v;
+    if (auto v = view.ReadAttr("/sys/class/dmi/id/product_name"); v.ok()) r.system.dmi_product_name = *v;
     if (auto info = view.ReadFile("/proc/cpuinfo"); info.ok()) {
       for (const auto& line : Split(*info, '\n', true)) {
         auto colon = line.find(':');
@@ -563,7 +573,7 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
   if (options.verbs) {
     auto fact = view.Fact("verbs", [] { return Result<std::string>(VerbsFact()); });
     if (!fact.ok()) {
-      add_status("verbs", ProberState::kSkipped, StrCat("skipped: ", fact.status().message()));
+      add_status("verbs", FactState(fact.status()), FactDetail(fact.status()));
     } else if (auto v = ParseVerbsFact(*fact); !v.ok()) {
       add_status("verbs", ProberState::kFailed, v.status().ToString());
     } else if (!v->available) {
@@ -581,7 +591,7 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
   if (options.libfabric) {
     auto fact = view.Fact("libfabric", [] { return Result<std::string>(LibfabricFact("efa")); });
     if (!fact.ok()) {
-      add_status("libfabric", ProberState::kSkipped, StrCat("skipped: ", fact.status().message()));
+      add_status("libfabric", FactState(fact.status()), FactDetail(fact.status()));
     } else if (auto f = ParseLibfabricFact(*fact); !f.ok()) {
       add_status("libfabric", ProberState::kFailed, f.status().ToString());
     } else if (!f->available) {

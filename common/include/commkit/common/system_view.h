@@ -43,7 +43,8 @@ class SystemView {
   void StopCapture();
 
   // Contents of a regular file (sysfs/proc files stat as size 0 or 4096: read to EOF, at most
-  // max_bytes). NotFound when absent, SystemError on other failures.
+  // max_bytes). NotFound when absent; InvalidArgument for a FIFO, device or directory (never read,
+  // so a capture cannot make a tool block); SystemError on other failures.
   Result<std::string> ReadFile(std::string_view path, std::size_t max_bytes = 4 << 20) const;
   // The same with surrounding whitespace removed (one-value sysfs attributes).
   Result<std::string> ReadAttr(std::string_view path) const;
@@ -60,7 +61,11 @@ class SystemView {
   // producer. Live: runs `produce` (and records the answer when capturing). Replay: reads the
   // recorded answer; NotFound "fact 'x' is not in the capture at <root>" when it was never recorded.
   // Names are [A-Za-z0-9._-]+.
+  // A replayed fact is checked against its schema (fact_schema.h): a corrupt one is DataLoss and
+  // is also remembered, so whoever reports results can mark them unreadable (TakeUnreadableFacts).
   Result<std::string> Fact(std::string_view name, const std::function<Result<std::string>()>& produce) const;
+  // Messages for the facts found corrupt or unreadable since the last call; clears the list.
+  std::vector<std::string> TakeUnreadableFacts() const;
 
  private:
   Result<std::filesystem::path> Resolve(std::string_view machine_path, bool follow_last) const;
@@ -71,6 +76,8 @@ class SystemView {
   bool live_;
   struct Capture;
   std::unique_ptr<Capture> capture_;
+  struct Unreadable;
+  std::unique_ptr<Unreadable> unreadable_;
 };
 
 }  // namespace commkit

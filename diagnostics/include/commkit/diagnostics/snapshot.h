@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 
+#include "commkit/common/file_io.h"
 #include "commkit/common/status.h"
 #include "commkit/common/system_view.h"
 #include "commkit/diagnostics/check.h"
@@ -15,8 +17,9 @@ namespace commkit::diagnostics {
 // name ending in .tar.gz / .tgz, written with the `tar` command). Returns the report of that run.
 Result<Report> WriteSnapshot(const CheckRegistry& registry, const std::filesystem::path& out);
 
-// A replay view over a snapshot directory or archive. Archives are extracted into a private
-// temporary directory that is removed when the returned object dies.
+// A replay view over a snapshot directory or archive. Archives are extracted (ExtractTarArchive:
+// bounded, files/directories/symlinks only) into a private TempDir removed when the object dies,
+// also when opening fails.
 class SnapshotView {
  public:
   static Result<std::unique_ptr<SnapshotView>> Open(const std::filesystem::path& source);
@@ -28,7 +31,7 @@ class SnapshotView {
  private:
   SnapshotView() = default;
   std::shared_ptr<SystemView> view_;
-  std::filesystem::path temp_;  // extraction dir, empty for directories
+  std::optional<TempDir> temp_;  // extraction dir of an archive; none for directories
 };
 
 }  // namespace commkit::diagnostics

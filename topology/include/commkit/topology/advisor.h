@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commkit/topology/probe.h"
@@ -20,6 +21,12 @@ struct AdvisorOptions {
   std::map<std::string, std::string> env;       // the user's environment (only NCCL_*/FI_* matter)
   // Snapshot of NCCL_*, FI_*, MASTER_ADDR and CUDA_VISIBLE_DEVICES from this process's environment.
   static AdvisorOptions FromEnvironment();
+  // The same from a recorded "env" fact: sorted NAME=value lines, as `gpudoctor snapshot` and
+  // `commkit-topo capture` record them, so a replay checks the captured machine's settings.
+  static AdvisorOptions FromEnvFact(std::string_view text);
+  // This process's "env" fact (what gpudoctor records: NCCL_*, FI_*, TORCH_NCCL_*, UCX_*,
+  // CUDA_VISIBLE_DEVICES, MASTER_ADDR, LD_LIBRARY_PATH, VIRTUAL_ENV, CONDA_PREFIX).
+  static std::string EnvFact();
 };
 
 struct Recommendation {

@@ -3,6 +3,8 @@
 
 #include <string>
 
+#include "commkit/common/status.h"
+
 #include "commkit/topology/model.h"
 #include "commkit/topology/path.h"
 
@@ -22,10 +24,11 @@ std::string ExportNvsmiMatrix(const Topology& topo, const NvsmiExportOptions& op
 
 // NCCL topology XML (NCCL_TOPO_FILE format, <system version="1">) with every attribute the model
 // knows (cpu numaid/affinity/arch/vendor/familyid/modelid, pci class/vendor/device/link, gpu
-// dev/sm/rank/gdr + nvlink, nic/net) so NCCL does not have to read them from sysfs. Nodes with no
-// CPU above them (e.g. from nvidia-smi text) cannot be placed and are left out.
-// ImportNcclXml(ExportNcclXml(t)) gives the same devices and paths.
-std::string ExportNcclXml(const Topology& topo);
+// dev/sm/rank/gdr + nvlink, nic/net) so NCCL does not have to read them from sysfs. NotSupported,
+// naming each GPU, when a GPU has no PCI bus id or no CPU above it (nvidia-smi text records neither),
+// or when there is no CPU at all: such a file would describe another machine or be an empty <system>.
+// ImportNcclXml(*ExportNcclXml(t)) gives the same devices and paths.
+Result<std::string> ExportNcclXml(const Topology& topo);
 
 // Graphviz DOT: nodes by kind (CPU/switch/GPU/NIC/NVSwitch), PCIe tree edges labelled
 // "PCIe Gen4 x16 31.5 GB/s", NVLink/C2C/SMP edges labelled with type and GB/s.

@@ -111,6 +111,8 @@ struct SystemInfo {
   bool efa_present = false;
   std::string ofi_nccl_plugin;       // path of libnccl-net(-ofi).so when found in the usual places
   std::string cpu_vendor, cpu_model;
+  std::string dmi_sys_vendor;        // /sys/class/dmi/id/sys_vendor ("Amazon EC2", "Microsoft Corporation", "Google")
+  std::string dmi_product_name;      // /sys/class/dmi/id/product_name ("p5.48xlarge", "Virtual Machine", "Google Compute Engine")
   std::string kernel_cmdline;
   int packages = 0;                  // CPU packages (sockets) per hwloc; 0 unknown
   std::string hwloc_version;         // hwloc library that produced the "hwloc" fact ("2.9.0"); empty if none
