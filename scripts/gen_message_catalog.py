@@ -11,10 +11,10 @@ were never tuned on is still recognised. Only the extracted strings are written;
 Rerun (the fetched git snapshots are plain bare/mirror repositories; any clone with tags works):
 
   python3 scripts/gen_message_catalog.py \\
-      --nccl /work/.mirror/NVIDIA+nccl/repo \\
-      --ofi /work/.mirror/aws+aws-ofi-nccl/repo \\
-      --rdma-core /work/.mirror/linux-rdma+rdma-core/repo \\
-      --libfabric /work/.mirror/ofiwg+libfabric/repo \\
+      --nccl path/to/nccl \\
+      --ofi path/to/aws-ofi-nccl \\
+      --rdma-core path/to/rdma-core \\
+      --libfabric path/to/libfabric \\
       --cudart /usr/local/cuda/lib64/libcudart.so \\
       --pytorch-messages scripts/explain_catalog/pytorch_messages.tsv \\
       --out diagnostics/data/message_catalog.tsv
