@@ -53,6 +53,7 @@ class Candidates {
     // A proof is a line the program reports as a failure: an INFO banner or a line quoted as context
     // (a command, a setting, a hint) shows a condition, not that it broke this run.
     if (proven && m != nullptr && (m->line->nccl_info || !LooksLikeError(*m))) proven = false;
+    if (!Provable(id)) proven = false;
     Diagnosis& d = by_id_[std::string(id)];
     Confidence c = ConfidenceFor(score, proven);
     // The line that made the strongest case leads the evidence.
@@ -265,7 +266,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
                       : "A listening socket could not bind: address already in use",
             &m);
     if (Any(l, {"waiting for clients", "clients joined"}))
-      c.Hit("store.rendezvous_timeout", 88, true, "The store timed out waiting for ranks to join: not every rank "
+      c.Hit("store.rendezvous_timeout", 88, false, "The store timed out waiting for ranks to join: not every rank "
             "reached init_process_group (wrong WORLD_SIZE / MASTER_ADDR, or ranks that crashed or never started)", &m);
     else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror", "socket timeout", "diststoreerror",
                      "wait timeout after", "timed out initializing process group", "store_based_barrier",
@@ -427,6 +428,15 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     if (Contains(l, "detected mismatch between collectives") || Contains(l, "collective fingerprint") ||
         Contains(l, "mismatch between collectives"))
       c.Hit("collective.mismatch", 95, true, "Ranks called different collectives (desync)", &m);
+    // NCCL's socket transport got a different size than the receiver posted; from 2.27 NCCL itself
+    // names mismatched collective sizes / NCCL_PROTO / NCCL_ALGO between ranks. In bootstrap the
+    // exchanged structures are fixed per release, so a size difference there points at mixed versions.
+    if (Contains(l, "message truncated") && Contains(l, "net/socket"))
+      c.Hit("collective.mismatch", 66, false, "A peer sent a different message size than this rank expected: ranks "
+            "posted collectives of different sizes or run with different NCCL_PROTO / NCCL_ALGO settings", &m);
+    else if (Contains(l, "message truncated : received") && !Contains(l, "efa"))
+      c.Hit("nccl.version_mismatch", 55, false, "A bootstrap message had an unexpected size: ranks probably run "
+            "different NCCL releases (the bootstrap structures differ between versions)", &m);
     if (Any(l, {"for recv operation to complete", "for send operation to complete"}) && Contains(l, "timed out"))
       c.Hit("collective.timeout", 50, false, "A Gloo send/recv did not complete within the timeout", &m);
     if (Any(l, {"watchdog caught collective operation timeout", "timeout at nccl work", "collective operation timeout",
