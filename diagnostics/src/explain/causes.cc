@@ -285,14 +285,11 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
         Contains(l, "cudaerrorcallrequiresnewerdriver"))
       c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
             "for a newer CUDA)", &m);
-    if (Contains(l, "api call is not supported in the installed cuda driver") ||
-        Contains(l, "cudaerrorcallrequiresnewerdriver"))
-      c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
-            "for a newer CUDA)", &m);
     if (Any(l, {"unsupported display driver / cuda driver combination", "forward compatibility was attempted",
-                "cudaerrorcompatnotsupportedondevice"}))
-      c.Hit("cuda.driver_too_old", 70, false, "The driver does not match the CUDA runtime in use (forward "
-            "compatibility not available on this GPU / driver)", &m);
+                "cudaerrorcompatnotsupportedondevice", "ptx was compiled with an unsupported toolchain",
+                "cudaerrorunsupportedptxversion"}))
+      c.Hit("cuda.driver_too_old", 70, false, "The driver is older than the CUDA the code was built with (forward "
+            "compatibility not available on this GPU / driver, or PTX from a newer toolchain)", &m);
     if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
                 "no cuda gpus are available", "found no nvidia driver"})) {
       // After another CUDA failure, a missing device is usually its consequence, not the cause. The
