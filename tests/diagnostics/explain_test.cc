@@ -17,6 +17,72 @@ namespace {
 
 std::string Claim(const Explanation& ex) { return ex.Best() == nullptr ? "none" : ex.Best()->signature; }
 
+// Message families beyond the first tuning set: each written in the wording its library prints.
+TEST(ExplainTest, GeneralFamiliesFromTheSecondBatch) {
+  // "default_pg" contains "efa": not an EFA log; a watchdog timeout.
+  Explanation t = ExplainLog(
+      "[rank1]:[E1205 04:35:53.58 ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: "
+      "WorkNCCL(SeqNum=12, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600100 milliseconds "
+      "before timing out.\n"
+      "[rank1]:[E1205 04:35:53.59 ProcessGroupNCCL.cpp:1664] [PG 0 (default_pg) Rank 1] Exception (either an error "
+      "or timeout) detected by watchdog at work: 12, last enqueued NCCL work: 12, last completed NCCL work: 11.\n");
+  EXPECT_EQ(Claim(t), "collective.timeout");
+  EXPECT_EQ(ExplainLog("frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<long>) + 0x1d2\n")
+                .Best()->signature,
+            "collective.timeout");
+  // A SIGBUS inside NCCL's shared-memory code: /dev/shm full (medium, not a proof).
+  Explanation bus = ExplainLog("Thread 7 \"python\" received signal SIGBUS, Bus error.\n"
+                               "#0 0x00007f in ncclShmOpen(char*, unsigned long, void**, void**, int, void**) ()\n");
+  EXPECT_EQ(Claim(bus), "shm.space");
+  EXPECT_EQ(bus.Best()->confidence, Confidence::kMedium);
+  // EAFNOSUPPORT when NCCL creates its socket: no usable interface (beats the generic system-error hint).
+  EXPECT_EQ(Claim(ExplainLog("NCCL error: unhandled system error\n"
+                             "h:1:1 [0] include/socket.h:311 NCCL WARN Socket creation failed : Address family not "
+                             "supported by protocol\n")),
+            "socket.ifname_missing");
+  // A refused connect to a link-local address: the wrong interface, even in a one-host excerpt.
+  EXPECT_EQ(Claim(ExplainLog("NET/Socket : Using [0]eth0:10.0.0.5<0> [1]link0:169.254.10.2<0>\n"
+                             "socketPollConnect: connect to 169.254.10.3<4242> returned Connection refused, "
+                             "retrying (3/34)\n")),
+            "socket.wrong_interface");
+  // The locked-memory limit in words, and a UCX memory registration with ENOMEM (a proof).
+  Explanation ml = ExplainLog("UCX  ERROR mlx5_0: mlx5dv_devx_umem_reg(size=131072 access=0x0) failed: Cannot allocate "
+                              "memory\n");
+  EXPECT_EQ(Claim(ml), "ib.memlock");
+  EXPECT_EQ(ml.Best()->confidence, Confidence::kHigh);
+  // `ulimit -a` reporting an unlimited limit is no evidence at all.
+  EXPECT_EQ(ExplainLog("max locked memory       (kbytes, -l) unlimited\n").Best(), nullptr);
+  // NCCL's socket transport names a size mismatch between ranks.
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] transport/net_socket.cc:500 NCCL WARN NET/Socket : peer 10.0.0.2<1234> message "
+                             "truncated : receiving 1024 bytes instead of 512\n")),
+            "collective.mismatch");
+}
+
+// High is granted only for a provable family, on a failure line, with no second strong family.
+TEST(ExplainTest, HighNeedsAProvableFamilyAnErrorLineAndNoStrongRival) {
+  // A store waiting for clients proves a rank did not arrive, not why: never high.
+  Explanation store = ExplainLog("RuntimeError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.\n");
+  EXPECT_EQ(Claim(store), "store.rendezvous_timeout");
+  EXPECT_NE(store.Best()->confidence, Confidence::kHigh);
+  // Queue creation with ENOMEM also comes from device queue limits: medium.
+  Explanation cq = ExplainLog("h:1:1 [0] NCCL WARN NET/IB : ibv_create_cq failed: Cannot allocate memory\n");
+  EXPECT_EQ(Claim(cq), "ib.memlock");
+  EXPECT_EQ(cq.Best()->confidence, Confidence::kMedium);
+  // "killed process" without the kernel's OOM wording: medium.
+  Explanation killed = ExplainLog("torch.distributed.elastic: killed process 1234 (python) after a failure\n");
+  EXPECT_EQ(Claim(killed), "host.oom");
+  EXPECT_NE(killed.Best()->confidence, Confidence::kHigh);
+  // A proof of one family beside a strong case for another (an NVLS failure): the log does not say
+  // which broke the run, so the best claim is medium.
+  Explanation two = ExplainLog(
+      "h:1:1 [0] transport/nvls.cc:165 NCCL WARN Cuda failure 'invalid argument' (NVLS multicast setup)\n"
+      "h:1:1 [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-ab to 9637892 bytes, error: No "
+      "space left on device (28)\n");
+  ASSERT_NE(two.Best(), nullptr);
+  EXPECT_EQ(two.Best()->signature, "shm.space");
+  EXPECT_EQ(two.Best()->confidence, Confidence::kMedium);
+}
+
 TEST(ExplainTest, EmptyAndUnknownLogsMakeNoClaim) {
   EXPECT_EQ(ExplainLog("").Best(), nullptr);
   Explanation ex = ExplainLog("hello\nworld\nnode1:1:2 [0] NCCL INFO Init COMPLETE\n");

@@ -148,6 +148,14 @@ const Family kFamilies[] = {
 
 }  // namespace
 
+bool Provable(std::string_view id) {
+  for (std::string_view p : {"shm.space", "socket.ifname_missing", "store.port_in_use", "cuda.driver_too_old",
+                             "cuda.no_device", "gpu.duplicate", "ib.memlock", "nccl.version_mismatch",
+                             "collective.mismatch", "host.oom"})
+    if (id == p) return true;
+  return false;
+}
+
 const Family* FindFamily(std::string_view id) {
   for (const Family& f : kFamilies)
     if (id == f.id) return &f;

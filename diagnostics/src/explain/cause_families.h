@@ -16,4 +16,10 @@ struct Family {
 // nullptr for an unknown id.
 const Family* FindFamily(std::string_view id);
 
+// Whether a log line can prove the family (a high-confidence claim): the message names the cause itself
+// (ENOSPC on /dev/shm, "Duplicate GPU detected", EADDRINUSE on the store port). Families whose message is
+// a symptom of something elsewhere (a rendezvous or collective timeout, a closed peer, a completion
+// error, a fault NCCL only reports) or a usual cause behind a generic failure never are.
+bool Provable(std::string_view id);
+
 }  // namespace commkit::diagnostics::explain

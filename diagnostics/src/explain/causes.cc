@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "candidates.h"
 #include "cause_families.h"
 #include "commkit/common/strings.h"
 
@@ -23,84 +24,17 @@ bool Any(const std::string& l, std::initializer_list<const char*> words) {
   return false;
 }
 
-Confidence ConfidenceFor(int score, bool proven) {
-  if (proven && score >= 80) return Confidence::kHigh;
-  if (score >= 50) return Confidence::kMedium;
-  return Confidence::kLow;
+// `w` as a whole word: short names such as "efa" or "ofi" are also parts of common words
+// ("default_pg", "profile").
+bool HasWord(const std::string& l, std::string_view w) {
+  auto alnum = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'); };
+  for (std::size_t at = l.find(w); at != std::string::npos; at = l.find(w, at + 1)) {
+    bool left = at == 0 || !alnum(l[at - 1]);
+    bool right = at + w.size() >= l.size() || !alnum(l[at + w.size()]);
+    if (left && right) return true;
+  }
+  return false;
 }
-
-class Candidates {
- public:
-  explicit Candidates(const std::vector<std::string>& names) : names_(names) {}
-
-  // Adds (or strengthens) a candidate. `proven`: the log alone shows this cause.
-  void Hit(std::string_view id, int score, bool proven, std::string cause, const Message* m) {
-    Diagnosis& d = by_id_[std::string(id)];
-    Confidence c = ConfidenceFor(score, proven);
-    // The line that made the strongest case leads the evidence.
-    bool stronger = !d.signature.empty() && score > d.score;
-    if (d.signature.empty() || score > d.score || (c > d.confidence)) {
-      if (d.signature.empty() || score >= d.score) d.cause = std::move(cause);
-      d.score = std::max(d.score, score);
-      d.confidence = std::max(d.confidence, c);
-      d.signature = std::string(id);
-    }
-    if (m != nullptr) Add(d, *m, stronger);
-  }
-  void AddEvidence(std::string_view id, const Message& m) {
-    auto it = by_id_.find(std::string(id));
-    if (it != by_id_.end()) Add(it->second, m);
-  }
-  void AddEvidenceLine(std::string_view id, EvidenceLine e) {
-    auto it = by_id_.find(std::string(id));
-    if (it == by_id_.end() || it->second.evidence.size() >= 6) return;
-    it->second.evidence.push_back(std::move(e));
-  }
-  bool Has(std::string_view id) const { return by_id_.count(std::string(id)) != 0; }
-  Diagnosis* Get(std::string_view id) {
-    auto it = by_id_.find(std::string(id));
-    return it == by_id_.end() ? nullptr : &it->second;
-  }
-
-  std::vector<Diagnosis> Take() {
-    std::vector<Diagnosis> out;
-    for (auto& [id, d] : by_id_) {
-      if (const Family* f = FindFamily(id)) {
-        d.fix = f->fix;
-        d.confirm = f->confirm;
-        if (d.basis.empty()) d.basis = f->basis;
-      }
-      out.push_back(std::move(d));
-    }
-    std::stable_sort(out.begin(), out.end(), [](const Diagnosis& a, const Diagnosis& b) {
-      if (a.confidence != b.confidence) return a.confidence > b.confidence;
-      if (a.score != b.score) return a.score > b.score;
-      int la = a.evidence.empty() ? 1 << 30 : a.evidence.front().line;
-      int lb = b.evidence.empty() ? 1 << 30 : b.evidence.front().line;
-      return la < lb;
-    });
-    return out;
-  }
-
- private:
-  void Add(Diagnosis& d, const Message& m, bool front = false) {
-    EvidenceLine e = Evidence(m, names_);
-    for (std::size_t i = 0; i < d.evidence.size(); ++i)
-      if (d.evidence[i].line == e.line && d.evidence[i].source == e.source) {
-        if (front) std::rotate(d.evidence.begin(), d.evidence.begin() + static_cast<std::ptrdiff_t>(i),
-                               d.evidence.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-        return;
-      }
-    if (front) {
-      d.evidence.insert(d.evidence.begin(), std::move(e));
-      if (d.evidence.size() > 6) d.evidence.pop_back();
-    } else if (d.evidence.size() < 6) {
-      d.evidence.push_back(std::move(e));
-    }
-  }
-  const std::vector<std::string>& names_;
-  std::map<std::string, Diagnosis> by_id_;
-};
 
 bool IsVirtualInterface(std::string_view n) {
   for (std::string_view p : {"docker", "veth", "virbr", "br-", "lo", "cni", "flannel", "cali", "tun", "vxlan"})
@@ -139,6 +73,11 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
   bool access_denied_anywhere = std::find(f.errnos.begin(), f.errnos.end(), "EACCES") != f.errnos.end() ||
                                 std::find(f.errnos.begin(), f.errnos.end(), "EPERM") != f.errnos.end();
   bool roce = std::find(f.link_layers.begin(), f.link_layers.end(), "RoCE") != f.link_layers.end();
+  // tmpfs allocates pages when they are first touched, so a full /dev/shm shows up as SIGBUS inside the
+  // shared-memory code rather than as ENOSPC.
+  bool bus_error_anywhere = false;
+  for (const Message& m : ctx.messages)
+    if (Any(m.lower, {"sigbus", "bus error"})) bus_error_anywhere = true;
 
   for (const Message& m : ctx.messages) {
     const std::string& l = m.lower;
@@ -155,6 +94,9 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       if (Any(l, {"no space left on device", "enospc", "error 28", "(28)"}))
         c.Hit("shm.space", 95, true, "/dev/shm is full or too small: NCCL's shared-memory segment could not be "
               "allocated (ENOSPC)", &m);
+      else if (bus_error_anywhere && !Any(l, {"permission denied", "operation not permitted"}))
+        c.Hit("shm.space", 74, false, "A bus error (SIGBUS) inside NCCL's shared-memory code: /dev/shm ran out of "
+              "space while the mapped segment was being touched (tmpfs allocates pages on first use)", &m);
       else if (Any(l, {"permission denied", "operation not permitted", "read-only file system"}) ||
                (!enospc_anywhere && Contains(l, "creating shared memory") && access_denied_anywhere))
         c.Hit("shm.other", 74, false, "An NCCL /dev/shm segment could not be created or opened: permission denied "
@@ -186,6 +128,12 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
                            : "NCCL_SOCKET_IFNAME=" + ifname + " names no interface with an address on this host",
             &m);
     }
+    // EAFNOSUPPORT when NCCL creates its socket: the address family it picked is not available here
+    // (no interface with an IPv4/IPv6 address, e.g. a container without a network).
+    if (Contains(l, "socket creation failed") && Contains(l, "address family not supported"))
+      c.Hit("socket.ifname_missing", 70, false, "NCCL could not create a socket for the address family of the "
+            "interface it picked: no usable IP interface in this environment (container network, "
+            "NCCL_SOCKET_IFNAME)", &m);
     if (Any(l, {"is neither af_inet", "unsupported address family", "unsupported ip family"})) {
       long long fam = -1;
       std::size_t at = l.find("family ");
@@ -220,6 +168,11 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
         !single_host_log)
       c.Hit("socket.wrong_interface", 66, false, "A peer advertised an address on Docker's default bridge or "
             "loopback (172.17.x / 127.x), which other hosts cannot reach", &m);
+    // IPv4 link-local (RFC 3927) addresses are never routed: a failed connect to one means an interface
+    // such as a pod-identity or APIPA link was chosen, whatever the number of hosts.
+    if (connect_fail && !Contains(l, "ibv_") && Any(l, {" 169.254.", "<169.254.", "[169.254.", "/169.254."}))
+      c.Hit("socket.wrong_interface", 66, false, "A connection to a link-local address (169.254.x) failed: NCCL/Gloo "
+            "used an interface whose address is not routable between hosts", &m);
 
     // --- store / rendezvous
     if (Any(l, {"address already in use", "eaddrinuse", "errno: 98"}))
@@ -228,7 +181,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
                       : "A listening socket could not bind: address already in use",
             &m);
     if (Any(l, {"waiting for clients", "clients joined"}))
-      c.Hit("store.rendezvous_timeout", 88, true, "The store timed out waiting for ranks to join: not every rank "
+      c.Hit("store.rendezvous_timeout", 88, false, "The store timed out waiting for ranks to join: not every rank "
             "reached init_process_group (wrong WORLD_SIZE / MASTER_ADDR, or ranks that crashed or never started)", &m);
     else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror", "socket timeout", "diststoreerror",
                      "wait timeout after", "timed out initializing process group", "store_based_barrier",
@@ -247,22 +200,24 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
         Contains(l, "cudaerrorcallrequiresnewerdriver"))
       c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
             "for a newer CUDA)", &m);
-    if (Contains(l, "api call is not supported in the installed cuda driver") ||
-        Contains(l, "cudaerrorcallrequiresnewerdriver"))
-      c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
-            "for a newer CUDA)", &m);
     if (Any(l, {"unsupported display driver / cuda driver combination", "forward compatibility was attempted",
-                "cudaerrorcompatnotsupportedondevice"}))
-      c.Hit("cuda.driver_too_old", 70, false, "The driver does not match the CUDA runtime in use (forward "
-            "compatibility not available on this GPU / driver)", &m);
+                "cudaerrorcompatnotsupportedondevice", "ptx was compiled with an unsupported toolchain",
+                "cudaerrorunsupportedptxversion"}))
+      c.Hit("cuda.driver_too_old", 70, false, "The driver is older than the CUDA the code was built with (forward "
+            "compatibility not available on this GPU / driver, or PTX from a newer toolchain)", &m);
     if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
                 "no cuda gpus are available", "found no nvidia driver"})) {
-      // After another CUDA failure, a missing device is usually its consequence, not the cause.
+      // After another CUDA failure, a missing device is usually its consequence, not the cause. The
+      // framework's "no CUDA GPUs are available" / "found no NVIDIA driver" also follow a broken driver
+      // install, so only CUDA's own device errors prove the family.
+      bool cuda_says = Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice",
+                               "cudaerrorinvaliddevice"});
       if (earlier_cuda_failure)
         c.Hit("cuda.no_device", 52, false, "A CUDA call reported no / an invalid device after an earlier CUDA failure",
               &m);
       else
-        c.Hit("cuda.no_device", 90, true, "The process sees no (or not the requested) CUDA device", &m);
+        c.Hit("cuda.no_device", cuda_says ? 90 : 78, cuda_says, "The process sees no (or not the requested) CUDA device",
+              &m);
     }
     if (Any(l, {"cuda failure", "cuda error", "cudaerror"}) && !Any(l, {"device ordinal", "cuda-capable"}))
       earlier_cuda_failure = true;
@@ -297,13 +252,15 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
 
     // --- InfiniBand / RoCE
     bool verbs_call = Any(l, {"ibv_reg_mr", "ibv_create_qp", "ibv_create_cq", "ibv_alloc_pd", "ibv_reg_dmabuf_mr",
-                              "ibv_create_srq", "ibv_modify_qp", "fi_mr_reg"});
+                              "ibv_create_srq", "ibv_modify_qp", "fi_mr_reg", "umem_reg"});
     if (verbs_call) {
       bool enomem = Any(l, {"cannot allocate memory", "enomem", "errno 12", "(12)"});
-      bool reg = Any(l, {"ibv_reg_mr", "ibv_reg_dmabuf_mr", "fi_mr_reg"});
+      bool reg = Any(l, {"ibv_reg_mr", "ibv_reg_dmabuf_mr", "fi_mr_reg", "umem_reg"});
       bool create = Any(l, {"ibv_create_qp", "ibv_create_cq", "ibv_create_srq", "ibv_alloc_pd"});
+      // Queue / CQ creation with ENOMEM also happens when the device runs out of QPs / CQEs, so only a
+      // memory registration proves the limit.
       if (enomem && (reg || create))
-        c.Hit("ib.memlock", reg ? 90 : 84, true, "Registering / creating an RDMA resource failed with ENOMEM: the "
+        c.Hit("ib.memlock", reg ? 90 : 78, reg, "Registering / creating an RDMA resource failed with ENOMEM: the "
               "locked-memory limit (ulimit -l) is too low for the job", &m);
       else if (create)
         c.Hit("ib.memlock", Contains(l, "ibv_create_qp") ? 55 : 42, false, "Creating an RDMA queue failed; the usual "
@@ -315,7 +272,10 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
             "usually a GID index whose address is not routable between the hosts (e.g. link-local fe80::)", &m);
     }
     // libibverbs warns about the limit itself.
-    if (Any(l, {"rlimit_memlock is", "couldn't lock memory", "limit memory registrations"}))
+    // ("max locked memory (kbytes, -l) unlimited" is `ulimit -a` showing the limit is fine.)
+    if (Any(l, {"rlimit_memlock is", "couldn't lock memory", "limit memory registrations", "max locked memory",
+                "ulimit -l"}) &&
+        !EndsWith(Trim(l), "unlimited"))
       c.Hit("ib.memlock", 88, true, "libibverbs reports the locked-memory limit (RLIMIT_MEMLOCK) is too low for RDMA "
             "registrations", &m);
     bool completion = Any(l, {"got completion", "completion with error", "transport retry counter exceeded",
@@ -356,7 +316,8 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     // --- EFA / libfabric
     bool ofi = efa_ctx || topic == "ofi" ||
                (m.match.entry != nullptr && (m.match.entry->source == "aws-ofi-nccl" || m.match.entry->source == "libfabric"));
-    if (ofi && err && Any(l, {"provider", "fi_getinfo", "efa", "net/ofi", "libfabric", "ofi", "plugin"}))
+    if (ofi && err && (Any(l, {"provider", "fi_getinfo", "net/ofi", "libfabric", "plugin"}) || HasWord(l, "efa") ||
+                       HasWord(l, "ofi")))
       c.Hit("efa.provider", Any(l, {"couldn't find any optimal provider", "fi_getinfo", "no provider", "unable to find"})
                                 ? 66 : 52, false,
             "The libfabric EFA provider / aws-ofi-nccl plugin is not usable (EFA devices, libfabric or the plugin "
@@ -379,10 +340,20 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     if (Contains(l, "detected mismatch between collectives") || Contains(l, "collective fingerprint") ||
         Contains(l, "mismatch between collectives"))
       c.Hit("collective.mismatch", 95, true, "Ranks called different collectives (desync)", &m);
+    // NCCL's socket transport got a different size than the receiver posted; from 2.27 NCCL itself
+    // names mismatched collective sizes / NCCL_PROTO / NCCL_ALGO between ranks. In bootstrap the
+    // exchanged structures are fixed per release, so a size difference there points at mixed versions.
+    if (Contains(l, "message truncated") && Contains(l, "net/socket"))
+      c.Hit("collective.mismatch", 66, false, "A peer sent a different message size than this rank expected: ranks "
+            "posted collectives of different sizes or run with different NCCL_PROTO / NCCL_ALGO settings", &m);
+    else if (Contains(l, "message truncated : received") && !Contains(l, "efa"))
+      c.Hit("nccl.version_mismatch", 55, false, "A bootstrap message had an unexpected size: ranks probably run "
+            "different NCCL releases (the bootstrap structures differ between versions)", &m);
     if (Any(l, {"for recv operation to complete", "for send operation to complete"}) && Contains(l, "timed out"))
       c.Hit("collective.timeout", 50, false, "A Gloo send/recv did not complete within the timeout", &m);
     if (Any(l, {"watchdog caught collective operation timeout", "timeout at nccl work", "collective operation timeout",
-                "heartbeat monitor timed out", "watchdog got stuck", "exception (either an error or timeout) detected"}))
+                "heartbeat monitor timed out", "watchdog got stuck", "exception (either an error or timeout) detected",
+                "worknccl::checktimeout"}))
       c.Hit("collective.timeout", 50, false, "A collective did not complete within the process-group timeout", &m);
 
     // --- envelopes without the detail line (NCCL_DEBUG unset): the usual causes, low confidence
@@ -394,8 +365,11 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
             "most often /dev/shm is too small (rerun with NCCL_DEBUG=WARN)", &m);
 
     // --- host
-    if (Any(l, {"out of memory: killed process", "oom-kill", "oom_kill", "oom killer", "killed process"}))
+    if (Any(l, {"out of memory: killed process", "oom-kill", "oom_kill", "oom killer"}))
       c.Hit("host.oom", 90, true, "The kernel's OOM killer killed a rank", &m);
+    else if (Contains(l, "killed process"))
+      c.Hit("host.oom", 60, false, "A process was killed (the wording of the kernel's OOM killer, without the OOM "
+            "line)", &m);
     else if (Any(l, {"signal 9 (sigkill)", "exitcode: -9", "sigkill", "exit code 137"}))
       c.Hit("host.oom", 55, false, "A rank was killed with SIGKILL (usually the host OOM killer)", &m);
   }
@@ -547,7 +521,7 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
     if (Any(m.lower, {"tcpstore", "rendezvous", "master_port", "init_process_group", "server socket", "c10d store",
                       "main_process_port", "store = "}))
       store_ctx = true;
-    if (Any(m.lower, {"net/ofi", "aws-ofi", "libfabric", "fi_provider", "efa"})) efa_ctx = true;
+    if (Any(m.lower, {"net/ofi", "aws-ofi", "libfabric", "fi_provider"}) || HasWord(m.lower, "efa")) efa_ctx = true;
   }
   for (const auto& [k, v] : ctx.facts.env)
     if (k.rfind("FI_", 0) == 0) efa_ctx = true;
@@ -582,6 +556,15 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
     int lb = b.evidence.empty() ? 1 << 30 : b.evidence.front().line;
     return la < lb;
   });
+  // A proof is only a proof when nothing else in the log makes a strong case too: with two families
+  // (shm, socket, cuda, ib ...) both well supported, the log does not say which one broke the run.
+  auto family = [](const std::string& id) { return id.substr(0, id.find('.')); };
+  if (!out.empty() && out.front().confidence == Confidence::kHigh)
+    for (std::size_t i = 1; i < out.size(); ++i)
+      if (family(out[i].signature) != family(out.front().signature) && out[i].score >= kStrongScore) {
+        out.front().confidence = Confidence::kMedium;
+        break;
+      }
   return out;
 }
 
