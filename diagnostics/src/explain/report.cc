@@ -140,7 +140,8 @@ std::string Explanation::ToJson() const {
     div.push_back({{"kind", d.kind}, {"source", d.source}, {"detail", d.detail}, {"evidence", EvidenceJson(d.evidence)}});
   doc["divergences"] = div;
   if (!sources.empty()) doc["sources"] = sources;
-  return Sanitize(std::move(doc)).dump(2) + "\n";
+  // Sanitize() covers values; object keys (the variables a log echoes) can hold invalid UTF-8 too.
+  return Sanitize(std::move(doc)).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace commkit::diagnostics
