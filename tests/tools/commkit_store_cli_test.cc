@@ -5,10 +5,24 @@
 #include <fstream>
 #include <thread>
 
+#include "commkit/common/config.h"
 #include "test_support.h"
 
 namespace commkit::testing {
 namespace {
+
+// Every tool answers --version with the package version and exit 0; commkit-run's own flags end at the
+// program name, so a program's --version is the program's.
+TEST(ToolsCli, VersionFlag) {
+  for (const char* tool : {"commkit-store", "commkit-run", "commkit-topo", "gpudoctor"}) {
+    auto r = RunCommand((BinDir() / tool).string() + " --version");
+    EXPECT_EQ(r.exit_code, 0) << tool << ": " << r.output;
+    EXPECT_EQ(r.output, std::string(COMMKIT_VERSION_STRING) + "\n") << tool;
+  }
+  auto passed = RunCommand((BinDir() / "commkit-run").string() + " -n 1 -- /bin/sh -c 'echo \"arg:$1\"' sh --version 2>&1");
+  EXPECT_EQ(passed.exit_code, 0) << passed.output;
+  EXPECT_NE(passed.output.find("[0] arg:--version"), std::string::npos) << passed.output;
+}
 
 TEST(CommkitStoreCli, ServeAndClientRoundTrip) {
   TempDir dir;

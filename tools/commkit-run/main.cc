@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "commkit/common/config.h"
 #include "commkit/common/env.h"
 #include "commkit/common/strings.h"
 #include "launcher.h"
@@ -80,6 +81,7 @@ int main(int argc, char** argv) {
   app.add_flag("--keep-library-signal-handlers", keep_handlers,
                "Do not set IPATH_NO_BACKTRACE, HFI_NO_BACKTRACE, UCX_HANDLE_ERRORS, UCX_ERROR_SIGNALS,\n"
                "UCX_DEBUG_SIGNO for the ranks (by default they keep those libraries from catching a rank's crash)");
+  app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
   // Everything from the program name on belongs to the program: `commkit-run -n 2 prog --its-flag`.
   app.prefix_command();
   app.footer("Usage: commkit-run [options] [--] program [program arguments]");

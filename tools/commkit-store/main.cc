@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "commkit/common/config.h"
 #include "commkit/comm/launch_env.h"
 #include "commkit/comm/rendezvous.h"
 #include "commkit/comm/tcp_store.h"
@@ -119,6 +120,8 @@ int main(int argc, char** argv) {
   auto* rdzv = app.add_subcommand("rendezvous", "Join the launcher's job and report every rank's host");
   double rdzv_timeout = 60;
   rdzv->add_option("--timeout", rdzv_timeout, "Seconds to wait for all ranks (default 60)")->check(CLI::NonNegativeNumber);
+
+  app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
 
   try {
     app.parse(argc, argv);

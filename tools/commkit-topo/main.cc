@@ -23,6 +23,7 @@
 #include <optional>
 #include <sstream>
 
+#include "commkit/common/config.h"
 #include "commkit/common/archive.h"
 #include "commkit/common/file_io.h"
 #include "commkit/common/escape.h"
@@ -219,6 +220,7 @@ int main(int argc, char** argv) {
   std::string capture_to;
   auto* cap = app.add_subcommand("capture", "save exactly what the probes read, for --from replay");
   cap->add_option("DEST", capture_to, "directory or FILE.tar.gz")->required();
+  app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

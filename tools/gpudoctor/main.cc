@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "commkit/common/config.h"
 #include "commkit/comm/rendezvous.h"
 #include "commkit/comm/tcp_store.h"
 #include "commkit/diagnostics/check.h"
@@ -116,11 +117,15 @@ int main(int argc, char** argv) {
   cluster->add_option("--session", session, "Key prefix in the store (run several sessions on one store)");
   cluster->add_flag("--json", cluster_json, "JSON output");
 
+  app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);
