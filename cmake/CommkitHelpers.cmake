@@ -35,6 +35,30 @@ function(commkit_add_module name)
   endif()
 endfunction()
 
+# commkit_add_backend(<name> BUILTIN|LIBRARY SOURCES ... [PRIVATE_DEPS ...])
+# A process-group backend in comm/backends/<name>/: public headers in include/commkit/comm/<name>/
+# (namespace commkit::comm::<name>), sources in src/. BUILTIN compiles it into commkit::comm (for
+# backends every program may use without asking: the registry lists them directly); LIBRARY makes the
+# shared library commkit::comm_<name> on top of commkit::comm, so only programs that link it load the
+# third-party library (it registers itself through an exported hook, see comm/src/pg/registry.cc).
+function(commkit_add_backend name)
+  cmake_parse_arguments(ARG "BUILTIN;LIBRARY" "" "SOURCES;PRIVATE_DEPS" ${ARGN})
+  if((ARG_BUILTIN AND ARG_LIBRARY) OR (NOT ARG_BUILTIN AND NOT ARG_LIBRARY))
+    message(FATAL_ERROR "commkit_add_backend(${name}): give exactly one of BUILTIN or LIBRARY")
+  endif()
+  if(ARG_LIBRARY)
+    commkit_add_module(comm_${name} SOURCES ${ARG_SOURCES} PUBLIC_DEPS commkit::comm PRIVATE_DEPS ${ARG_PRIVATE_DEPS})
+    return()
+  endif()
+  list(TRANSFORM ARG_SOURCES PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
+  target_sources(commkit_comm PRIVATE ${ARG_SOURCES})
+  target_include_directories(commkit_comm PUBLIC $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>)
+  target_link_libraries(commkit_comm PRIVATE ${ARG_PRIVATE_DEPS})
+  if(COMMKIT_INSTALL)
+    install(DIRECTORY ${CMAKE_CURRENT_SOURCE_DIR}/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  endif()
+endfunction()
+
 # commkit_add_tool(<name> SOURCES ... [DEPS ...]): a command-line program, installed to bin/.
 function(commkit_add_tool name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})

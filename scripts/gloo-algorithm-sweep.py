@@ -6,7 +6,7 @@ repeats, and prints the median time per call and the ratios to ring as a Markdow
   scripts/gloo-algorithm-sweep.py --bench build-rel/bin/commkit-bench --ranks 2,3,4 --repeats 3 \\
       --out gloo-sweep.jsonl
 
-This is what docs/gloo-algorithms.md's table and comm/src/backends/gloo/gloo_backend.cc's `auto`
+This is what docs/gloo-algorithms.md's table and comm/backends/gloo/src/gloo_algorithm.cc's `auto`
 thresholds come from. Noise on a shared 2-core machine is large: compare ratios, not absolutes.
 """
 import argparse

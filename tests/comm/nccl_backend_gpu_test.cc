@@ -13,6 +13,7 @@
 
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/nccl/nccl_backend.h"
+#include "commkit/comm/registry.h"
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/rendezvous.h"
 #include "nccl_gpu_support.h"

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "commkit/comm/nccl/nccl_backend.h"
+#include "commkit/comm/registry.h"
 #include "pg_conformance.h"
 
 namespace commkit::testing {

@@ -41,6 +41,7 @@ TEST(NcclUnavailableTest, ProbeIsRepeatable) {
 #if defined(COMMKIT_NCCL_HAS_BACKEND)
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/nccl/nccl_backend.h"
+#include "commkit/comm/registry.h"
 #include "commkit/comm/process_group.h"
 
 namespace commkit::comm::nccl {

@@ -105,15 +105,15 @@ if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi AND TARGET ddp_allreduce)
     ENVIRONMENT "ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:detect_stack_use_after_return=0:fast_unwind_on_malloc=0;LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/scripts/lsan.supp:print_suppressions=0:fast_unwind_on_malloc=0;OMPI_MCA_mca_base_component_disable_dlclose=1")
 endif()
 
-# The MPI backend's point-to-point all-reduce / broadcast / barrier (no MPI: an in-process transport),
-# and the MPI suite once more with every collective on MPI's nonblocking collectives (libnbc).
+# The collective algorithm layer (comm/src/algorithms) over an in-process transport, ranks as threads.
+commkit_add_test(comm_algorithms_test
+  SOURCES algorithms_test.cc
+  LIBS commkit::comm
+  LABELS unit
+  TIMEOUT 300)
+
+# The MPI suite once more with every collective on MPI's nonblocking collectives (libnbc).
 if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi)
-  commkit_add_test(comm_p2p_collectives_test
-    SOURCES p2p_collectives_test.cc ${PROJECT_SOURCE_DIR}/comm/backends/mpi/src/p2p_collectives.cc
-    LIBS commkit::comm
-    LABELS unit
-    TIMEOUT 300)
-  target_include_directories(comm_p2p_collectives_test PRIVATE ${PROJECT_SOURCE_DIR}/comm/backends/mpi/src)
   add_test(NAME comm_pg_mpi_np3_nbc
     COMMAND ${MPIEXEC_EXECUTABLE} --allow-run-as-root --oversubscribe ${MPIEXEC_NUMPROC_FLAG} 3
             $<TARGET_FILE:comm_pg_mpi_test> --gtest_color=no)

@@ -30,7 +30,7 @@
 #include "commkit/comm/registry.h"
 #include "commkit/common/strings.h"
 #ifdef COMMKIT_FAULT_INJECT_MPI
-#include "commkit/comm_mpi/mpi_backend.h"
+#include "commkit/comm/mpi/mpi_backend.h"
 #endif
 
 namespace {
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     return Usage(StrCat("unknown fault '", fault, "'").c_str());
   if (timeout_ms <= 0 || count <= 0) return Usage("--timeout-ms and --count must be positive");
 #ifdef COMMKIT_FAULT_INJECT_MPI
-  Registry::Default().Register(MpiBackendInfo());
+  Registry::Default().Register(comm::mpi::MpiBackendInfo());
 #endif
   const auto timeout = std::chrono::milliseconds(timeout_ms);
   int rc = 0;

@@ -6,7 +6,7 @@
 #include <csignal>
 #include <filesystem>
 
-#include "../../comm/src/backends/host/shm_segment.h"
+#include "../../comm/backends/host/src/shm_segment.h"
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/registry.h"
 #include "commkit/common/config.h"
@@ -192,9 +192,9 @@ TEST(HostBackend, ADeadRankOnAnotherHostIsNamed) {
 #endif
 
 TEST(HostBackend, ATooSmallDevShmIsAnErrorWithTheFix) {
-  auto free = host::ShmFreeBytes();
+  auto free = comm::host::ShmFreeBytes();
   ASSERT_TRUE(free.ok()) << free.status().ToString();
-  auto seg = host::ShmSegment::Create("/commkit.test.toolarge", static_cast<std::size_t>(*free) + (1ull << 30));
+  auto seg = comm::host::ShmSegment::Create("/commkit.test.toolarge", static_cast<std::size_t>(*free) + (1ull << 30));
   ASSERT_FALSE(seg.ok());
   EXPECT_EQ(seg.status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(Contains(seg.status().message(), "--shm-size")) << seg.status().ToString();

@@ -12,7 +12,7 @@
 
 #include "commkit/comm/file_store.h"
 #include "commkit/comm/registry.h"
-#include "commkit/comm_mpi/mpi_backend.h"
+#include "commkit/comm/mpi/mpi_backend.h"
 #include "pg_conformance.h"
 
 namespace commkit::testing {
@@ -269,7 +269,7 @@ TEST(PgMpiRankDies, SurvivorsAreEndedByMpirun) {
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   // Explicit registration also keeps the link to libcommkit_comm_mpi (the registry finds it by dlsym).
-  commkit::Registry::Default().Register(commkit::MpiBackendInfo());
+  commkit::Registry::Default().Register(commkit::comm::mpi::MpiBackendInfo());
   std::filesystem::path dir;
   auto& world = commkit::testing::World();
   if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) {

@@ -8,7 +8,7 @@
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
-namespace commkit::mpi {
+namespace commkit::comm::mpi {
 
 using Clock = std::chrono::steady_clock;
 
@@ -197,4 +197,4 @@ Status EnsureInitialized() {
 }
 
 
-}  // namespace commkit::mpi
+}  // namespace commkit::comm::mpi

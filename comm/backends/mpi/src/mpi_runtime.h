@@ -16,7 +16,7 @@
 
 #include "commkit/common/status.h"
 
-namespace commkit::mpi {
+namespace commkit::comm::mpi {
 
 // A request of a failed operation that MPI could not cancel (a started collective, a send to a rank
 // that never received it), with the memory it reads or writes: kept until it completes or the job
@@ -73,4 +73,4 @@ void KeepOrphans(MPI_Request* reqs, int n, std::shared_ptr<void> keep);
 // Drops orphans that completed since; returns how many remain.
 std::size_t ReapOrphans();
 
-}  // namespace commkit::mpi
+}  // namespace commkit::comm::mpi

@@ -4,7 +4,7 @@
 
 #include "commkit/comm/reduce_kernels.h"
 
-namespace commkit::mpi {
+namespace commkit::comm::mpi {
 
 MPI_Datatype MpiType(DataType t) {
   switch (t) {
@@ -76,4 +76,4 @@ MPI_Op MpiOp(DataType t, ReduceKind kind) {
   }
 }
 
-}  // namespace commkit::mpi
+}  // namespace commkit::comm::mpi

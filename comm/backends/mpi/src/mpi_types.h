@@ -4,7 +4,7 @@
 #include "commkit/comm/types.h"
 #include "mpi_runtime.h"
 
-namespace commkit::mpi {
+namespace commkit::comm::mpi {
 
 // The MPI datatype that moves `t` (f16 / bf16 move as 16-bit words).
 MPI_Datatype MpiType(DataType t);
@@ -15,4 +15,4 @@ ReduceKind BaseKind(ReduceKind k);
 // The MPI_Op for `kind` on `t` (user-defined ops computing in f32 for f16 / bf16).
 MPI_Op MpiOp(DataType t, ReduceKind kind);
 
-}  // namespace commkit::mpi
+}  // namespace commkit::comm::mpi

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "commkit/comm/nccl/nccl_runtime.h"
+#include "commkit/comm/registry.h"
 #include "commkit/comm/nccl/watchdog.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"

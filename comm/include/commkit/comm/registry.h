@@ -1,22 +1,14 @@
 // The backend registry: which backends this build has, whether each can run here and why not.
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "commkit/comm/backend.h"
+#include "commkit/comm/backend_info.h"
 
 namespace commkit {
-
-struct BackendInfo {
-  std::string name;            // "gloo", "mpi", "nccl", "host"
-  bool available = false;      // usable in this process now
-  std::string reason;          // why not ("not built: COMMKIT_WITH_MPI=OFF", "no CUDA device", ...)
-  MemoryKind memory = MemoryKind::kHost;
-  std::function<Result<std::unique_ptr<Backend>>(const BackendContext&)> create;
-};
 
 class Registry {
  public:

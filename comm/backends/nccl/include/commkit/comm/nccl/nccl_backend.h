@@ -15,7 +15,7 @@
 #include <string>
 
 #include "commkit/comm/backend.h"
-#include "commkit/comm/registry.h"
+#include "commkit/comm/backend_info.h"
 
 namespace commkit::comm::nccl {
 

@@ -26,7 +26,7 @@
 #include "commkit/comm/backend.h"
 #include "shm_segment.h"
 
-namespace commkit::host {
+namespace commkit::comm::host {
 
 using Clock = std::chrono::steady_clock;
 using Deadline = Clock::time_point;
@@ -94,4 +94,4 @@ class Transport {
   std::unique_ptr<std::mutex[]> send_mu_, recv_mu_;
 };
 
-}  // namespace commkit::host
+}  // namespace commkit::comm::host

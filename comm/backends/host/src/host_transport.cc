@@ -17,7 +17,7 @@
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
-namespace commkit::host {
+namespace commkit::comm::host {
 
 namespace {
 
@@ -413,4 +413,4 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
   return t;
 }
 
-}  // namespace commkit::host
+}  // namespace commkit::comm::host

@@ -9,7 +9,7 @@
 
 #include "commkit/common/status.h"
 
-namespace commkit::host {
+namespace commkit::comm::host {
 
 class ShmSegment {
  public:
@@ -47,4 +47,4 @@ std::string ShmDomain();
 // The pid namespace (ranks in the same one can check each other's liveness with kill(pid, 0)).
 std::string PidNamespace();
 
-}  // namespace commkit::host
+}  // namespace commkit::comm::host

@@ -13,7 +13,7 @@
 
 #include "commkit/common/strings.h"
 
-namespace commkit::host {
+namespace commkit::comm::host {
 
 namespace {
 
@@ -134,4 +134,4 @@ std::string ShmDomain() {
 
 std::string PidNamespace() { return ReadLink("/proc/self/ns/pid"); }
 
-}  // namespace commkit::host
+}  // namespace commkit::comm::host

@@ -1,14 +1,7 @@
-#include "gloo_backend.h"
-
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
+// The gloo backend's collectives: every collective of the API on Gloo's algorithms over a connected
+// full mesh (gloo_connect.cc makes it).
 #include <algorithm>
 #include <climits>
-#include <cstdio>
 #include <cstring>
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
@@ -21,103 +14,21 @@
 #include <gloo/common/error.h>
 #include <gloo/gather.h>
 #include <gloo/reduce.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
-#include <gloo/transport/tcp/device.h>
 #include <numeric>
+#include <optional>
 
+#include "commkit/comm/gloo/gloo_backend.h"
 #include "commkit/comm/reduce_kernels.h"
-#include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "gloo_internal.h"
 
-namespace commkit {
+namespace commkit::comm::gloo {
 
 namespace {
 
 using std::chrono::milliseconds;
-
-// Adapts a commkit Store to Gloo's rendezvous store (Gloo expects exceptions).
-class GlooStore final : public gloo::rendezvous::Store {
- public:
-  // `prefix` separates the keys of several Gloo contexts connected over one store.
-  GlooStore(std::shared_ptr<commkit::Store> store, milliseconds timeout, std::string prefix = "")
-      : store_(std::move(store)), timeout_(timeout), prefix_(std::move(prefix)) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    Status s = store_->Set(prefix_ + key, std::string_view(data.data(), data.size()));
-    if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
-  }
-  std::vector<char> get(const std::string& key) override {
-    auto v = store_->Get(prefix_ + key, timeout_);
-    if (!v.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + v.status().ToString());
-    return std::vector<char>(v->begin(), v->end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    std::vector<std::string> prefixed;
-    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
-    Status s = store_->Wait(prefixed, timeout);
-    if (!s.ok()) throw gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
-  }
-
- private:
-  std::shared_ptr<commkit::Store> store_;
-  milliseconds timeout_;
-  std::string prefix_;
-};
-
-// The local address used to reach `host` (no packet is sent: a UDP connect only picks the route).
-std::string LocalAddressTowards(const std::string& host) {
-  struct addrinfo hints {};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  struct addrinfo* res = nullptr;
-  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
-  std::string out;
-  int fd = ::socket(res->ai_family, SOCK_DGRAM, 0);
-  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
-    sockaddr_storage local{};
-    socklen_t len = sizeof(local);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
-      char buf[INET6_ADDRSTRLEN] = {};
-      void* addr = local.ss_family == AF_INET6 ? static_cast<void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                                               : static_cast<void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) out = buf;
-    }
-  }
-  if (fd >= 0) ::close(fd);
-  ::freeaddrinfo(res);
-  return out;
-}
-
-// The interfaces of this host with an IPv4 or IPv6 address (what Gloo's tcp device can bind), sorted,
-// without duplicates.
-std::vector<std::string> InterfacesWithAddresses() {
-  std::vector<std::string> names;
-  struct ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return names;
-  for (struct ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_name == nullptr || i->ifa_addr == nullptr) continue;
-    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
-    names.emplace_back(i->ifa_name);
-  }
-  ::freeifaddrs(list);
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-  return names;
-}
-
-Status FromGloo(const std::exception& e, std::string_view what) {
-  std::string msg = e.what();
-  // Gloo prefixes file:line: keep the message readable.
-  if (auto pos = msg.find("] "); pos != std::string::npos && pos < 120) msg = msg.substr(pos + 2);
-  if (msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos)
-    return Status::Timeout(StrCat("gloo ", what, ": ", msg));
-  if (dynamic_cast<const gloo::IoException*>(&e) != nullptr)
-    return Status::RemoteError(StrCat("gloo ", what, ": ", msg, " (a peer exited or the network failed)"));
-  return Status::BackendError(StrCat("gloo ", what, ": ", msg));
-}
 
 // Dispatches on element size: Gloo's templates only use sizeof(T); commkit supplies the reductions.
 template <typename F>
@@ -130,66 +41,6 @@ void BySize(DataType dtype, F&& f) {
   }
 }
 
-// Gloo's all-reduce algorithms that commkit uses. kRing and kBcube are the new-style gloo::allreduce
-// (out-of-place capable, per-call tag and timeout); kHalvingDoubling is the old in-place template
-// gloo::AllreduceHalvingDoubling<T> (Debian's libgloo has no new-style halving-doubling).
-enum class GlooAlgorithm { kRing, kHalvingDoubling, kBcube };
-
-std::string_view ToString(GlooAlgorithm a) {
-  switch (a) {
-    case GlooAlgorithm::kRing: return "ring";
-    case GlooAlgorithm::kHalvingDoubling: return "halving_doubling";
-    case GlooAlgorithm::kBcube: return "bcube";
-  }
-  return "?";
-}
-
-// COMMKIT_GLOO_ALGORITHM: "auto" (default) or one algorithm forced for every all-reduce.
-struct GlooAlgorithmChoice {
-  bool automatic = true;
-  GlooAlgorithm forced = GlooAlgorithm::kRing;
-};
-
-Result<GlooAlgorithmChoice> GlooAlgorithmFromEnv() {
-  std::optional<std::string> v;
-  COMMKIT_ASSIGN_OR_RETURN(v, EnvChoice("COMMKIT_GLOO_ALGORITHM", {"auto", "ring", "halving_doubling", "bcube"}));
-  GlooAlgorithmChoice c;
-  if (!v || *v == "auto") return c;
-  c.automatic = false;
-  c.forced = *v == "ring" ? GlooAlgorithm::kRing
-             : *v == "bcube" ? GlooAlgorithm::kBcube
-                             : GlooAlgorithm::kHalvingDoubling;
-  return c;
-}
-
-// The `auto` table: which algorithm for an all-reduce of `bytes` over `ranks` ranks. Halving-doubling
-// up to a per-rank-count size, the new-style ring above it; bcube is never chosen (it did not beat
-// ring consistently anywhere). From scripts/gloo-algorithm-sweep.py on the 2-core development machine,
-// 2026-11-22, 2-4 ranks as processes, 16 B..64 MiB, three repeats (docs/gloo-algorithms.md has the
-// table): halving-doubling took 0.12-0.33x ring's time at 2 ranks up to 1 MiB and 0.17-0.73x at 4
-// ranks up to 256 KiB (below 1 in every repeat at 2 ranks); at 16-64 MiB ring was 1.3-3.3x faster.
-// Non-power-of-two rank counts always use ring: at 3 ranks halving-doubling's gains were inconsistent
-// between repeats, and once a large ring all-reduce had run in the same job, 16 B-64 KiB
-// halving-doubling calls took 13-19 ms against ring's 4-8 ms (a mixed-size sweep, same day).
-// Power-of-two counts beyond 4 (not measured) take the 4-rank limit.
-struct AutoLimit {
-  int ranks;
-  std::size_t max_halving_doubling_bytes;
-};
-constexpr AutoLimit kAutoLimits[] = {{2, std::size_t{1} << 20}, {4, std::size_t{256} << 10}};
-
-// Largest all-reduce (bytes) `auto` runs with halving-doubling at `ranks` ranks; 0: never.
-std::size_t AutoHalvingDoublingLimit(int ranks) {
-  if (ranks < 2 || (ranks & (ranks - 1)) != 0) return 0;
-  for (const AutoLimit& l : kAutoLimits)
-    if (l.ranks == ranks) return l.max_halving_doubling_bytes;
-  return kAutoLimits[1].max_halving_doubling_bytes;
-}
-
-GlooAlgorithm AutoGlooAlgorithm(std::size_t bytes, int ranks) {
-  return bytes <= AutoHalvingDoublingLimit(ranks) ? GlooAlgorithm::kHalvingDoubling : GlooAlgorithm::kRing;
-}
-
 // Gloo's old templates take a plain function pointer; commkit's reductions are chosen at run time
 // (dtype x op). The template runs the reduction on the calling thread inside run(), so the function
 // is handed over in a thread-local for the duration of that call.
@@ -200,11 +51,10 @@ void ReduceTrampoline(T* x, const T* y, size_t n) {
   tls_reduce(x, x, y, n);
 }
 
-
 class GlooBackend final : public Backend {
  public:
-  GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context,
-              std::shared_ptr<gloo::rendezvous::Context> hd_context, std::shared_ptr<gloo::transport::Device> device,
+  GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
+              std::shared_ptr<::gloo::rendezvous::Context> hd_context, std::shared_ptr<::gloo::transport::Device> device,
               int rank, int size, GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout)
       : context_(std::move(context)),
         hd_context_(std::move(hd_context)),
@@ -273,23 +123,23 @@ class GlooBackend final : public Backend {
     if (algo == GlooAlgorithm::kHalvingDoubling) {
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
-        gloo::ReductionFunction<T> reduce(gloo::CUSTOM, &ReduceTrampoline<T>);
-        gloo::AllreduceHalvingDoubling<T> hd(hd_context_, {static_cast<T*>(buf)}, static_cast<int>(count), &reduce);
+        ::gloo::ReductionFunction<T> reduce(::gloo::CUSTOM, &ReduceTrampoline<T>);
+        ::gloo::AllreduceHalvingDoubling<T> hd(hd_context_, {static_cast<T*>(buf)}, static_cast<int>(count), &reduce);
         tls_reduce = fn;
         hd.run();
       });
     } else {
-      gloo::AllreduceOptions opts(context_);
+      ::gloo::AllreduceOptions opts(context_);
       opts.setTag(Tag(a));
       opts.setTimeout(a.timeout);
-      opts.setAlgorithm(algo == GlooAlgorithm::kBcube ? gloo::AllreduceOptions::Algorithm::BCUBE
-                                                      : gloo::AllreduceOptions::Algorithm::RING);
+      opts.setAlgorithm(algo == GlooAlgorithm::kBcube ? ::gloo::AllreduceOptions::Algorithm::BCUBE
+                                                      : ::gloo::AllreduceOptions::Algorithm::RING);
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
         opts.setOutput(static_cast<T*>(buf), count);
       });
       opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
-      gloo::allreduce(opts);
+      ::gloo::allreduce(opts);
     }
     if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, buf, count, size_);
   }
@@ -304,7 +154,7 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kBroadcast: {
         if (a.count == 0) return Status::Ok();
-        gloo::BroadcastOptions opts(context_);
+        ::gloo::BroadcastOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         opts.setRoot(a.root);
@@ -312,7 +162,7 @@ class GlooBackend final : public Backend {
           using T = decltype(t);
           opts.setOutput(static_cast<T*>(a.recv), a.count);
         });
-        gloo::broadcast(opts);
+        ::gloo::broadcast(opts);
         return Status::Ok();
       }
       case CollectiveKind::kReduce: {
@@ -323,7 +173,7 @@ class GlooBackend final : public Backend {
         if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, input.data(), a.count, a.op.scalar);
         std::vector<char> scratch(Bytes(a, a.count));
         void* out = rank_ == a.root ? a.recv : scratch.data();
-        gloo::ReduceOptions opts(context_);
+        ::gloo::ReduceOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         opts.setRoot(a.root);
@@ -334,7 +184,7 @@ class GlooBackend final : public Backend {
         });
         ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
         opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
-        gloo::reduce(opts);
+        ::gloo::reduce(opts);
         if (rank_ == a.root && a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, a.count, size_);
         return Status::Ok();
       }
@@ -347,7 +197,7 @@ class GlooBackend final : public Backend {
           input.assign(static_cast<const char*>(in), static_cast<const char*>(in) + Bytes(a, a.count));
           in = input.data();
         }
-        gloo::AllgatherOptions opts(context_);
+        ::gloo::AllgatherOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         BySize(a.dtype, [&](auto t) {
@@ -355,7 +205,7 @@ class GlooBackend final : public Backend {
           opts.setInput(const_cast<T*>(static_cast<const T*>(in)), a.count);
           opts.setOutput(static_cast<T*>(a.recv), a.count * p);
         });
-        gloo::allgather(opts);
+        ::gloo::allgather(opts);
         return Status::Ok();
       }
       case CollectiveKind::kAllgatherv: {
@@ -366,7 +216,7 @@ class GlooBackend final : public Backend {
                                 static_cast<const char*>(a.send ? a.send : static_cast<char*>(a.recv) + Bytes(a, offset)) +
                                     Bytes(a, a.counts[rank_]));
         std::vector<size_t> counts(a.counts.begin(), a.counts.end());
-        gloo::AllgathervOptions opts(context_);
+        ::gloo::AllgathervOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         BySize(a.dtype, [&](auto t) {
@@ -374,7 +224,7 @@ class GlooBackend final : public Backend {
           opts.setInput(reinterpret_cast<T*>(input.data()), a.counts[rank_]);
           opts.setOutput(static_cast<T*>(a.recv), counts);
         });
-        gloo::allgatherv(opts);
+        ::gloo::allgatherv(opts);
         return Status::Ok();
       }
       case CollectiveKind::kReduceScatter:
@@ -393,7 +243,7 @@ class GlooBackend final : public Backend {
         if (a.count == 0) return Status::Ok();
         std::vector<char> input(static_cast<const char*>(a.send ? a.send : a.recv),
                                 static_cast<const char*>(a.send ? a.send : a.recv) + Bytes(a, a.count * p));
-        gloo::AlltoallOptions opts(context_);
+        ::gloo::AlltoallOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         BySize(a.dtype, [&](auto t) {
@@ -401,7 +251,7 @@ class GlooBackend final : public Backend {
           opts.setInput(reinterpret_cast<T*>(input.data()), a.count * p);
           opts.setOutput(static_cast<T*>(a.recv), a.count * p);
         });
-        gloo::alltoall(opts);
+        ::gloo::alltoall(opts);
         return Status::Ok();
       }
       case CollectiveKind::kAlltoallv: {
@@ -413,7 +263,7 @@ class GlooBackend final : public Backend {
         std::vector<int64_t> in_counts(a.counts.begin(), a.counts.end());
         std::vector<int64_t> out_counts(a.recv_counts.begin(), a.recv_counts.end());
         std::vector<char> dummy(8);
-        gloo::AlltoallvOptions opts(context_);
+        ::gloo::AlltoallvOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         BySize(a.dtype, [&](auto t) {
@@ -421,12 +271,12 @@ class GlooBackend final : public Backend {
           opts.setInput(input.empty() ? reinterpret_cast<T*>(dummy.data()) : reinterpret_cast<T*>(input.data()), in_counts);
           opts.setOutput(a.recv ? static_cast<T*>(a.recv) : reinterpret_cast<T*>(dummy.data()), out_counts);
         });
-        gloo::alltoallv(opts);
+        ::gloo::alltoallv(opts);
         return Status::Ok();
       }
       case CollectiveKind::kGather: {
         if (a.count == 0) return Status::Ok();
-        gloo::GatherOptions opts(context_);
+        ::gloo::GatherOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         opts.setRoot(a.root);
@@ -435,12 +285,12 @@ class GlooBackend final : public Backend {
           opts.setInput(const_cast<T*>(static_cast<const T*>(a.send)), a.count);
           if (rank_ == a.root) opts.setOutput(static_cast<T*>(a.recv), a.count * p);
         });
-        gloo::gather(opts);
+        ::gloo::gather(opts);
         return Status::Ok();
       }
       case CollectiveKind::kScatter: {
         if (a.count == 0) return Status::Ok();
-        gloo::ScatterOptions opts(context_);
+        ::gloo::ScatterOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         opts.setRoot(a.root);
@@ -457,14 +307,14 @@ class GlooBackend final : public Backend {
           }
           opts.setOutput(static_cast<T*>(a.recv), a.count);
         });
-        gloo::scatter(opts);
+        ::gloo::scatter(opts);
         return Status::Ok();
       }
       case CollectiveKind::kBarrier: {
-        gloo::BarrierOptions opts(context_);
+        ::gloo::BarrierOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
-        gloo::barrier(opts);
+        ::gloo::barrier(opts);
         return Status::Ok();
       }
       case CollectiveKind::kSend:
@@ -487,120 +337,37 @@ class GlooBackend final : public Backend {
     return Status::Internal("unknown collective");
   }
 
-  std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::shared_ptr<::gloo::rendezvous::Context> context_;
   // Halving-doubling's own full mesh: the old template's pair buffers and the new-style API's unbound
   // buffers on the same TCP pairs stalled each other (an auto run mixing them at 3 ranks took 22 ms
   // per 16 B call and 13.7 s per 16 MiB call, against 1-7 ms and 39 ms for either alone).
-  std::shared_ptr<gloo::rendezvous::Context> hd_context_;
-  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<::gloo::rendezvous::Context> hd_context_;
+  std::shared_ptr<::gloo::transport::Device> device_;
   int rank_, size_;
   GlooAlgorithmChoice algorithm_;
   std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
   std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
 };
 
-// Gloo's tcp pair sets SO_SNDBUF to the largest message it has written so far; a later message just
-// under twice that size then waits on delayed ACKs (70-105 ms per call, see platform-notes). Writing
-// one message of at least net.core.wmem_max on every pair at connect fixes the buffer at its ceiling
-// so no later size can hit the stall. COMMKIT_GLOO_PRIME_BYTES overrides the size (0 disables).
-std::int64_t DefaultPrimeBytes() {
-  std::int64_t bytes = 4 << 20;
-  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
-    long long v = 0;
-    if (std::fscanf(f, "%lld", &v) == 1 && v > 0) bytes = v;
-    std::fclose(f);
-  }
-  return std::min<std::int64_t>(bytes, 64 << 20);
-}
-
-// Every rank sends `bytes` to and receives `bytes` from every peer (sends posted first, so no order
-// between peers is needed). Throws gloo exceptions on failure or timeout.
-void PrimePairs(gloo::rendezvous::Context& context, std::size_t bytes, std::chrono::milliseconds timeout) {
-  const int rank = context.rank, size = context.size;
-  if (bytes == 0 || size < 2) return;
-  constexpr std::uint64_t kPrimeSlot = 0xC1ull << 56;
-  std::vector<char> out(bytes, 0);
-  auto send = context.createUnboundBuffer(out.data(), out.size());
-  for (int peer = 0; peer < size; ++peer) {
-    if (peer != rank) send->send(peer, kPrimeSlot);
-  }
-  // Receives in batches so a large world needs at most kBatch buffers of `bytes`.
-  constexpr int kBatch = 8;
-  std::vector<std::vector<char>> in(static_cast<std::size_t>(std::min(kBatch, size)), std::vector<char>(bytes));
-  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recvs;
-  for (int first = 0; first < size; first += kBatch) {
-    recvs.clear();
-    for (int peer = first; peer < std::min(size, first + kBatch); ++peer) {
-      if (peer == rank) continue;
-      recvs.push_back(context.createUnboundBuffer(in[peer - first].data(), bytes));
-      recvs.back()->recv(peer, kPrimeSlot);
-    }
-    for (auto& r : recvs) r->waitRecv(timeout);
-  }
-  for (int i = 0; i < size - 1; ++i) send->waitSend(timeout);
-}
-
 }  // namespace
 
-Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
-  gloo::transport::tcp::attr attr;
-  std::optional<std::string> iface;
-  const char* iface_var = "COMMKIT_SOCKET_IFNAME";
-  COMMKIT_ASSIGN_OR_RETURN(iface, EnvString(iface_var));
-  if (!iface) {
-    iface_var = "GLOO_SOCKET_IFNAME";
-    COMMKIT_ASSIGN_OR_RETURN(iface, EnvString(iface_var));
-  }
-  std::string where;
-  if (iface && !iface->empty()) {
-    // Gloo's own error for this is "Unable to find address for: <name>"; say which variable chose it,
-    // what this host has, and what to do.
-    std::vector<std::string> names = InterfacesWithAddresses();
-    if (std::find(names.begin(), names.end(), *iface) == names.end())
-      return Status::InvalidArgument(
-          StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name, ": ", iface_var, "=", *iface,
-                 ": this host has no network interface '", *iface, "' with an IP address (interfaces with one: ",
-                 names.empty() ? std::string("none") : Join(names, ", "), "); set ", iface_var,
-                 " to an interface every rank can reach, or unset it to use the address that routes to MASTER_ADDR"));
-    attr.iface = *iface;
-    where = StrCat("interface ", *iface);
-  } else {
-    std::string master = EnvRaw("MASTER_ADDR").value_or("127.0.0.1");
-    std::string local = LocalAddressTowards(master);
-    attr.hostname = local.empty() ? "127.0.0.1" : local;
-    where = StrCat("address ", attr.hostname, " (routes to MASTER_ADDR ", master, ")");
-  }
-  std::int64_t prime_bytes = 0;
-  COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
-  std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
-  auto algorithm = GlooAlgorithmFromEnv();
-  if (!algorithm.ok())
-    return algorithm.status().WithContext(StrCat(who, ": COMMKIT_GLOO_ALGORITHM selects Gloo's all-reduce algorithm"));
-  try {
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    auto context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
-    context->setTimeout(ctx.timeout);
-    GlooStore store(ctx.store, ctx.timeout);
-    context->connectFullMesh(store, device);
-    PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
-    std::shared_ptr<gloo::rendezvous::Context> hd_context;
-    const bool uses_hd = algorithm->automatic ? AutoHalvingDoublingLimit(ctx.size) > 0
-                                              : algorithm->forced == GlooAlgorithm::kHalvingDoubling;
-    if (ctx.size > 1 && uses_hd) {
-      hd_context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
-      hd_context->setTimeout(ctx.timeout);
-      GlooStore hd_store(ctx.store, ctx.timeout, "hd/");
-      hd_context->connectFullMesh(hd_store, device);
-      PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
-    }
-    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
-                     " bytes, all-reduce algorithm ", algorithm->automatic ? "auto" : ToString(algorithm->forced));
-    return std::unique_ptr<Backend>(
-        new GlooBackend(context, hd_context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout));
-  } catch (const std::exception& e) {
-    return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
-                                                     " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
-  }
+Status FromGloo(const std::exception& e, std::string_view what) {
+  std::string msg = e.what();
+  // Gloo prefixes file:line: keep the message readable.
+  if (auto pos = msg.find("] "); pos != std::string::npos && pos < 120) msg = msg.substr(pos + 2);
+  if (msg.find("Timed out") != std::string::npos || msg.find("timed out") != std::string::npos)
+    return Status::Timeout(StrCat("gloo ", what, ": ", msg));
+  if (dynamic_cast<const ::gloo::IoException*>(&e) != nullptr)
+    return Status::RemoteError(StrCat("gloo ", what, ": ", msg, " (a peer exited or the network failed)"));
+  return Status::BackendError(StrCat("gloo ", what, ": ", msg));
 }
 
-}  // namespace commkit
+std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
+                                         std::shared_ptr<::gloo::rendezvous::Context> hd_context,
+                                         std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
+                                         GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout) {
+  return std::make_unique<GlooBackend>(std::move(context), std::move(hd_context), std::move(device), rank, size,
+                                       algorithm, pair_timeout);
+}
+
+}  // namespace commkit::comm::gloo

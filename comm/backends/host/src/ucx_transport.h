@@ -13,7 +13,7 @@
 
 #include "commkit/comm/backend.h"
 
-namespace commkit::host {
+namespace commkit::comm::host {
 
 class UcxTransport {
  public:
@@ -37,10 +37,12 @@ class UcxTransport {
     void* out = nullptr;        // receive
     std::size_t bytes = 0;
     std::size_t received = 0;
+    std::uint32_t step = 0;  // added to Run's step for this op's tag
   };
-  // Posts every op with tag (channel, sequence, step) and waits until all completed, or the deadline.
-  // channel 0: collectives (sequence = the collective's, step = the algorithm's); 1: send/recv (step =
-  // the user's tag). Errors name the peer.
+  // Posts every op with tag (channel, sequence, step + op.step) and waits until all completed, or the
+  // deadline. Zero-byte ops are not sent (both sides know the sizes). channel 0: collectives (sequence
+  // = the collective's, step = the message's number between the pair); 1: send/recv (step = the user's
+  // tag). Errors name the peer.
   Status Run(std::vector<Op>& ops, int channel, std::uint64_t sequence, std::uint32_t step, Deadline deadline);
 
   void Abort(std::string_view reason);
@@ -51,4 +53,4 @@ class UcxTransport {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace commkit::host
+}  // namespace commkit::comm::host

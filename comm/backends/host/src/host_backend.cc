@@ -1,4 +1,4 @@
-#include "host_backend.h"
+#include "commkit/comm/host/host_backend.h"
 
 #include <algorithm>
 #include <cstring>
@@ -17,13 +17,9 @@
 #include "host_remote.h"
 #endif
 
-namespace commkit {
+namespace commkit::comm::host {
 
 namespace {
-
-using host::Clock;
-using host::Deadline;
-using host::Transport;
 
 // Byte offsets of consecutive blocks of `counts` elements of `esize` bytes.
 std::vector<std::size_t> Offsets(const std::vector<std::size_t>& counts, std::size_t esize) {
@@ -75,12 +71,23 @@ struct SizeChoice {
   }
 };
 
+#if COMMKIT_HAVE_UCX
+// The algorithm layer's parameters for an all-reduce between hosts: whole ring blocks per message
+// (UCX moves large messages without staging; a piece per step would add a round trip each).
+algorithms::AlgorithmChoice RemoteChoice(algorithms::Algorithm algorithm) {
+  algorithms::AlgorithmChoice c;
+  c.algorithm = algorithm;
+  c.segment_bytes = 0;
+  return c;
+}
+#endif
+
 // Ranks on several hosts: shared memory within each host, UCX between them.
 struct RemoteState {
 #if COMMKIT_HAVE_UCX
-  std::unique_ptr<host::UcxTransport> ucx;
-  std::unique_ptr<host::RemoteAlgorithms> algorithms;
-  SizeChoice<host::RemoteAlgorithms::AllreduceAlgorithm> between_leaders;  // in the hierarchical plan
+  std::unique_ptr<UcxTransport> ucx;
+  std::unique_ptr<RemoteCollectives> collectives;
+  SizeChoice<algorithms::Algorithm> between_leaders;  // in the hierarchical plan
 #endif
   std::vector<int> leaders;  // the lowest group rank of every host, in host order
   bool leader = false;
@@ -99,7 +106,7 @@ class HostBackend final : public Backend {
   // Send/recv use per-pair rings (or UCX tags) with their own locks, apart from the collective rounds.
   bool ConcurrentPointToPoint() const override { return true; }
   // An eighth of a pair's ring: several small sends fit before one waits for the peer.
-  std::size_t EagerPointToPointBytes() const override { return host::TransportOptions{}.ring_bytes / 8; }
+  std::size_t EagerPointToPointBytes() const override { return TransportOptions{}.ring_bytes / 8; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
     return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
@@ -391,7 +398,6 @@ class HostBackend final : public Backend {
   // over every rank), as the plan for the size says; everything else flat over UCX.
   Status RunRemote(const CollectiveArgs& args, Deadline d) {
 #if COMMKIT_HAVE_UCX
-    using Algo = host::RemoteAlgorithms::AllreduceAlgorithm;
     // UCX tags carry a per-backend operation count, not the group's sequence number: ProcessGroup's
     // fingerprint all-reduce and the operation it checks share one sequence number.
     CollectiveArgs a = args;
@@ -399,7 +405,9 @@ class HostBackend final : public Backend {
     const std::size_t bytes = a.count * SizeOf(a.dtype);
     const AllreducePlan plan = a.kind == CollectiveKind::kAllreduce ? remote_->allreduce.For(bytes) : AllreducePlan::kRing;
     if (plan != AllreducePlan::kHierarchical)
-      return remote_->algorithms->Run(a, d, plan == AllreducePlan::kHalvingDoubling ? Algo::kHalvingDoubling : Algo::kRing);
+      return remote_->collectives->Run(a, d, RemoteChoice(plan == AllreducePlan::kHalvingDoubling
+                                                              ? algorithms::Algorithm::kHalvingDoubling
+                                                              : algorithms::Algorithm::kRing));
     const bool avg = a.op.kind == ReduceKind::kAvg;
     CollectiveArgs local = a;
     local.kind = CollectiveKind::kReduce;
@@ -408,8 +416,8 @@ class HostBackend final : public Backend {
     COMMKIT_RETURN_IF_ERROR(Reduction(local, d, 0));
     if (remote_->leader) {
       ReduceKind between = avg || a.op.kind == ReduceKind::kPreMulSum ? ReduceKind::kSum : a.op.kind;
-      COMMKIT_RETURN_IF_ERROR(remote_->algorithms->Allreduce(remote_->between_leaders.For(bytes), a, a.recv, a.count,
-                                                             between, remote_->leaders, d));
+      COMMKIT_RETURN_IF_ERROR(remote_->collectives->Allreduce(RemoteChoice(remote_->between_leaders.For(bytes)), a,
+                                                              a.recv, a.count, between, remote_->leaders, d));
       if (avg) DivideInPlace(a.dtype, a.recv, a.count, remote_->size);
     }
     CollectiveArgs bcast = a;
@@ -440,7 +448,7 @@ class HostBackend final : public Backend {
 // model picks ring or halving-doubling for `hosts` single-rank nodes.
 void PlanRemoteAllreduce(RemoteState& remote, const std::string& mode, int hosts, int most) {
   using topology::AllReduceAlgorithm;
-  using Algo = host::RemoteAlgorithms::AllreduceAlgorithm;
+  using Algo = algorithms::Algorithm;
   constexpr double kLargest = double{1 << 30};
   topology::ClusterShape shape;
   shape.nodes = hosts;
@@ -488,7 +496,7 @@ void PlanRemoteAllreduce(RemoteState& remote, const std::string& mode, int hosts
 }  // namespace
 
 Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context) {
-  host::TransportOptions options;
+  TransportOptions options;
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t flat, EnvIntOr("COMMKIT_HOST_FLAT_BYTES", 64 << 10, 0, std::int64_t{1} << 30));
   std::optional<std::string> algorithm;
@@ -498,7 +506,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
 
   // Which ranks share a host (its /dev/shm): hosts ordered by their lowest rank.
-  COMMKIT_RETURN_IF_ERROR(context.store->Set(StrCat("hosts/", context.rank), host::ShmDomain()).WithContext(who));
+  COMMKIT_RETURN_IF_ERROR(context.store->Set(StrCat("hosts/", context.rank), ShmDomain()).WithContext(who));
   std::vector<std::string> keys;
   for (int q = 0; q < context.size; ++q) keys.push_back(StrCat("hosts/", q));
   auto domains = context.store->MultiGet(keys, context.timeout);
@@ -515,7 +523,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
     hosts[it - order.begin()].push_back(q);
   }
   if (hosts.size() == 1) {
-    COMMKIT_ASSIGN_OR_RETURN(auto transport, host::Transport::Connect(context, options));
+    COMMKIT_ASSIGN_OR_RETURN(auto transport, Transport::Connect(context, options));
     return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat), nullptr));
   }
 #if COMMKIT_HAVE_UCX
@@ -527,10 +535,10 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   local.store = std::make_shared<PrefixStore>(StrCat("host", mine), context.store);
   local.group_name = StrCat(context.group_name, "/host", mine);
   options.names = hosts[mine];  // errors name group ranks, not ranks within the host
-  COMMKIT_ASSIGN_OR_RETURN(auto transport, host::Transport::Connect(local, options));
+  COMMKIT_ASSIGN_OR_RETURN(auto transport, Transport::Connect(local, options));
   auto remote = std::make_unique<RemoteState>();
-  COMMKIT_ASSIGN_OR_RETURN(remote->ucx, host::UcxTransport::Connect(context));
-  remote->algorithms = std::make_unique<host::RemoteAlgorithms>(*remote->ucx);
+  COMMKIT_ASSIGN_OR_RETURN(remote->ucx, UcxTransport::Connect(context));
+  remote->collectives = std::make_unique<RemoteCollectives>(*remote->ucx);
   for (const auto& h : hosts) remote->leaders.push_back(h.front());
   remote->leader = local.rank == 0;
   remote->size = context.size;
@@ -542,7 +550,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
     for (const auto& range : remote->allreduce.ranges) any_hierarchical |= range.second == AllreducePlan::kHierarchical;
     const std::string between =
         any_hierarchical ? StrCat("; between the ", hosts.size(), " hosts' leaders: ",
-                                  remote->between_leaders.Describe(host::RemoteAlgorithms::Name))
+                                  remote->between_leaders.Describe(algorithms::ToString))
                          : "";
     COMMKIT_LOG_INFO(who, ": ", context.size, " ranks on ", hosts.size(), " hosts (shared memory within, UCX between); "
                      "all-reduce: ", remote->allreduce.Describe(PlanName), between, " (COMMKIT_HOST_ALGORITHM=",
@@ -557,4 +565,13 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
 #endif
 }
 
-}  // namespace commkit
+BackendInfo HostBackendInfo() {
+  BackendInfo info;
+  info.name = "host";
+  info.memory = MemoryKind::kHost;
+  info.available = true;
+  info.create = &CreateHostBackend;
+  return info;
+}
+
+}  // namespace commkit::comm::host

@@ -12,7 +12,7 @@
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
-namespace commkit::host {
+namespace commkit::comm::host {
 
 namespace {
 
@@ -206,7 +206,7 @@ Status UcxTransport::Run(std::vector<Op>& ops, int channel, std::uint64_t sequen
     if (op.send) {
       param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
       param.datatype = ucp_dt_make_contig(1);
-      void* r = ucp_tag_send_nbx(m.eps[op.peer], op.buf, op.bytes, MakeTag(channel, m.rank, sequence, step), &param);
+      void* r = ucp_tag_send_nbx(m.eps[op.peer], op.buf, op.bytes, MakeTag(channel, m.rank, sequence, step + op.step), &param);
       if (r == nullptr) p.status = UCS_OK;
       else if (UCS_PTR_IS_ERR(r)) p.status = UCS_PTR_STATUS(r);
       else p.request = r;
@@ -215,7 +215,7 @@ Status UcxTransport::Run(std::vector<Op>& ops, int channel, std::uint64_t sequen
       // received length, so a short message is an error and not silent garbage.
       param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
       param.datatype = ucp_dt_make_contig(1);
-      void* r = ucp_tag_recv_nbx(m.worker, op.out, op.bytes, MakeTag(channel, op.peer, sequence, step), ~0ull, &param);
+      void* r = ucp_tag_recv_nbx(m.worker, op.out, op.bytes, MakeTag(channel, op.peer, sequence, step + op.step), ~0ull, &param);
       if (r == nullptr) {
         p.status = UCS_OK;
         op.received = p.info.length;
@@ -310,4 +310,4 @@ void UcxTransport::Abort(std::string_view reason) {
   m.aborted.store(true);
 }
 
-}  // namespace commkit::host
+}  // namespace commkit::comm::host

@@ -1,0 +1,211 @@
+// Connecting the gloo backend: Gloo's rendezvous over the group's store, the interface or address
+// to listen on, and priming every pair's socket buffers.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "commkit/comm/gloo/gloo_backend.h"
+#include "commkit/common/env.h"
+#include "commkit/common/log.h"
+#include "commkit/common/strings.h"
+#include "gloo_internal.h"
+
+namespace commkit::comm::gloo {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+// Adapts a commkit Store to Gloo's rendezvous store (Gloo expects exceptions).
+class GlooStore final : public ::gloo::rendezvous::Store {
+ public:
+  // `prefix` separates the keys of several Gloo contexts connected over one store.
+  GlooStore(std::shared_ptr<commkit::Store> store, milliseconds timeout, std::string prefix = "")
+      : store_(std::move(store)), timeout_(timeout), prefix_(std::move(prefix)) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    Status s = store_->Set(prefix_ + key, std::string_view(data.data(), data.size()));
+    if (!s.ok()) throw ::gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
+  }
+  std::vector<char> get(const std::string& key) override {
+    auto v = store_->Get(prefix_ + key, timeout_);
+    if (!v.ok()) throw ::gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + v.status().ToString());
+    return std::vector<char>(v->begin(), v->end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
+    std::vector<std::string> prefixed;
+    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
+    Status s = store_->Wait(prefixed, timeout);
+    if (!s.ok()) throw ::gloo::IoException(__FILE__ ":" + std::to_string(__LINE__) + ": " + s.ToString());
+  }
+
+ private:
+  std::shared_ptr<commkit::Store> store_;
+  milliseconds timeout_;
+  std::string prefix_;
+};
+
+// The local address used to reach `host` (no packet is sent: a UDP connect only picks the route).
+std::string LocalAddressTowards(const std::string& host) {
+  struct addrinfo hints {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_DGRAM;
+  struct addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), "9", &hints, &res) != 0 || res == nullptr) return "";
+  std::string out;
+  int fd = ::socket(res->ai_family, SOCK_DGRAM, 0);
+  if (fd >= 0 && ::connect(fd, res->ai_addr, res->ai_addrlen) == 0) {
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {};
+      void* addr = local.ss_family == AF_INET6 ? static_cast<void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                                               : static_cast<void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+      if (::inet_ntop(local.ss_family, addr, buf, sizeof(buf))) out = buf;
+    }
+  }
+  if (fd >= 0) ::close(fd);
+  ::freeaddrinfo(res);
+  return out;
+}
+
+// The interfaces of this host with an IPv4 or IPv6 address (what Gloo's tcp device can bind), sorted,
+// without duplicates.
+std::vector<std::string> InterfacesWithAddresses() {
+  std::vector<std::string> names;
+  struct ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return names;
+  for (struct ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_name == nullptr || i->ifa_addr == nullptr) continue;
+    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
+    names.emplace_back(i->ifa_name);
+  }
+  ::freeifaddrs(list);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
+// Gloo's tcp pair sets SO_SNDBUF to the largest message it has written so far; a later message just
+// under twice that size then waits on delayed ACKs (70-105 ms per call, see platform-notes). Writing
+// one message of at least net.core.wmem_max on every pair at connect fixes the buffer at its ceiling
+// so no later size can hit the stall. COMMKIT_GLOO_PRIME_BYTES overrides the size (0 disables).
+std::int64_t DefaultPrimeBytes() {
+  std::int64_t bytes = 4 << 20;
+  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    long long v = 0;
+    if (std::fscanf(f, "%lld", &v) == 1 && v > 0) bytes = v;
+    std::fclose(f);
+  }
+  return std::min<std::int64_t>(bytes, 64 << 20);
+}
+
+// Every rank sends `bytes` to and receives `bytes` from every peer (sends posted first, so no order
+// between peers is needed). Throws gloo exceptions on failure or timeout.
+void PrimePairs(::gloo::rendezvous::Context& context, std::size_t bytes, std::chrono::milliseconds timeout) {
+  const int rank = context.rank, size = context.size;
+  if (bytes == 0 || size < 2) return;
+  constexpr std::uint64_t kPrimeSlot = 0xC1ull << 56;
+  std::vector<char> out(bytes, 0);
+  auto send = context.createUnboundBuffer(out.data(), out.size());
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer != rank) send->send(peer, kPrimeSlot);
+  }
+  // Receives in batches so a large world needs at most kBatch buffers of `bytes`.
+  constexpr int kBatch = 8;
+  std::vector<std::vector<char>> in(static_cast<std::size_t>(std::min(kBatch, size)), std::vector<char>(bytes));
+  std::vector<std::unique_ptr<::gloo::transport::UnboundBuffer>> recvs;
+  for (int first = 0; first < size; first += kBatch) {
+    recvs.clear();
+    for (int peer = first; peer < std::min(size, first + kBatch); ++peer) {
+      if (peer == rank) continue;
+      recvs.push_back(context.createUnboundBuffer(in[peer - first].data(), bytes));
+      recvs.back()->recv(peer, kPrimeSlot);
+    }
+    for (auto& r : recvs) r->waitRecv(timeout);
+  }
+  for (int i = 0; i < size - 1; ++i) send->waitSend(timeout);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
+  ::gloo::transport::tcp::attr attr;
+  std::optional<std::string> iface;
+  const char* iface_var = "COMMKIT_SOCKET_IFNAME";
+  COMMKIT_ASSIGN_OR_RETURN(iface, EnvString(iface_var));
+  if (!iface) {
+    iface_var = "GLOO_SOCKET_IFNAME";
+    COMMKIT_ASSIGN_OR_RETURN(iface, EnvString(iface_var));
+  }
+  std::string where;
+  if (iface && !iface->empty()) {
+    // Gloo's own error for this is "Unable to find address for: <name>"; say which variable chose it,
+    // what this host has, and what to do.
+    std::vector<std::string> names = InterfacesWithAddresses();
+    if (std::find(names.begin(), names.end(), *iface) == names.end())
+      return Status::InvalidArgument(
+          StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name, ": ", iface_var, "=", *iface,
+                 ": this host has no network interface '", *iface, "' with an IP address (interfaces with one: ",
+                 names.empty() ? std::string("none") : Join(names, ", "), "); set ", iface_var,
+                 " to an interface every rank can reach, or unset it to use the address that routes to MASTER_ADDR"));
+    attr.iface = *iface;
+    where = StrCat("interface ", *iface);
+  } else {
+    std::string master = EnvRaw("MASTER_ADDR").value_or("127.0.0.1");
+    std::string local = LocalAddressTowards(master);
+    attr.hostname = local.empty() ? "127.0.0.1" : local;
+    where = StrCat("address ", attr.hostname, " (routes to MASTER_ADDR ", master, ")");
+  }
+  std::int64_t prime_bytes = 0;
+  COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
+  std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
+  auto algorithm = GlooAlgorithmFromEnv();
+  if (!algorithm.ok())
+    return algorithm.status().WithContext(StrCat(who, ": COMMKIT_GLOO_ALGORITHM selects Gloo's all-reduce algorithm"));
+  try {
+    auto device = ::gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.size);
+    context->setTimeout(ctx.timeout);
+    GlooStore store(ctx.store, ctx.timeout);
+    context->connectFullMesh(store, device);
+    PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+    std::shared_ptr<::gloo::rendezvous::Context> hd_context;
+    const bool uses_hd = algorithm->automatic ? AutoHalvingDoublingLimit(ctx.size) > 0
+                                              : algorithm->forced == GlooAlgorithm::kHalvingDoubling;
+    if (ctx.size > 1 && uses_hd) {
+      hd_context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.size);
+      hd_context->setTimeout(ctx.timeout);
+      GlooStore hd_store(ctx.store, ctx.timeout, "hd/");
+      hd_context->connectFullMesh(hd_store, device);
+      PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+    }
+    COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
+                     " bytes, all-reduce algorithm ", algorithm->automatic ? "auto" : ToString(algorithm->forced));
+    return MakeGlooBackend(context, hd_context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout);
+  } catch (const std::exception& e) {
+    return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
+                                                     " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
+  }
+}
+
+BackendInfo GlooBackendInfo() {
+  BackendInfo info;
+  info.name = "gloo";
+  info.memory = MemoryKind::kHost;
+  info.available = true;
+  info.create = &CreateGlooBackend;
+  return info;
+}
+
+}  // namespace commkit::comm::gloo

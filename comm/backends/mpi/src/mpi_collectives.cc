@@ -1,0 +1,268 @@
+// The MPI backend's collectives: all-reduce, broadcast and barrier on the algorithm layer over MPI
+// point-to-point (COMMKIT_MPI_COLLECTIVES=auto), everything else as MPI's nonblocking collectives, each
+// polled to its deadline.
+#include <numeric>
+#include <span>
+
+#include "commkit/comm/algorithms/algorithms.h"
+#include "commkit/comm/reduce_kernels.h"
+#include "mpi_backend_impl.h"
+
+namespace commkit::comm::mpi {
+
+// The algorithm layer's transport on the private communicator: every message as MPI_Isend/MPI_Irecv
+// (matched in order: one tag), polled to the collective's deadline.
+class MpiBackend::Transport final : public algorithms::Transport {
+ public:
+  Transport(MpiBackend& b, const CollectiveArgs& a) : b_(b), a_(a) {}
+  Status Exchange(std::span<algorithms::Message> messages, algorithms::Deadline deadline) override {
+    // Messages up to kSegmentedMax go as segments under Open MPI's shared-memory eager limit (4 KiB
+    // with header): eager sends need no rendezvous round trip. Larger ones go whole (single copy).
+    reqs_.clear();
+    int rc = MPI_SUCCESS;
+    const char* call = "MPI_Irecv";
+    auto post = [&](const algorithms::Message& m) {
+      char* p = m.send ? const_cast<char*>(static_cast<const char*>(m.data)) : static_cast<char*>(m.out);
+      const std::size_t seg = m.bytes <= kSegmentedMax ? kSegmentBytes : m.bytes;
+      std::size_t off = 0;
+      do {
+        const std::size_t len = std::min(seg, m.bytes - off);
+        MPI_Request r = MPI_REQUEST_NULL;
+        rc = m.send ? MPI_Isend(p + off, static_cast<int>(len), MPI_BYTE, m.peer, kTag, b_.p2p_comm_, &r)
+                    : MPI_Irecv(p + off, static_cast<int>(len), MPI_BYTE, m.peer, kTag, b_.p2p_comm_, &r);
+        if (rc != MPI_SUCCESS) return;
+        reqs_.push_back(r);
+        off += len;
+      } while (off < m.bytes);
+    };
+    {
+      CallGuard g;
+      // Receives first, so a peer's eager send finds its receive posted.
+      for (const auto& m : messages)
+        if (!m.send && rc == MPI_SUCCESS) post(m);
+      for (const auto& m : messages)
+        if (m.send && rc == MPI_SUCCESS) {
+          call = "MPI_Isend";
+          post(m);
+        }
+    }
+    const int n = static_cast<int>(reqs_.size());
+    if (rc != MPI_SUCCESS) {
+      // Those already posted must not outlive this call either.
+      return b_.Retire(reqs_.data(), n, true, keep_, b_.Check(rc, a_, call));
+    }
+    return b_.WaitAll(reqs_.data(), n, a_, deadline, /*cancellable=*/true, keep_);
+  }
+
+ private:
+  static constexpr int kTag = 0;
+  static constexpr std::size_t kSegmentBytes = 4096 - 128;
+  static constexpr std::size_t kSegmentedMax = 8 * kSegmentBytes;
+  MpiBackend& b_;
+  const CollectiveArgs& a_;
+  std::vector<MPI_Request> reqs_;
+  // A receive MPI could not cancel may still write into the ring's scratch: it leaves the backend
+  // with the request. (The caller's own buffers are the caller's; see docs/mpi-backend.md.)
+  std::function<std::shared_ptr<void>()> keep_ = [this] {
+    return std::static_pointer_cast<void>(std::make_shared<std::vector<char>>(std::move(b_.p2p_scratch_)));
+  };
+};
+
+Status MpiBackend::Dispatch(const CollectiveArgs& a) {
+  const std::size_t p = static_cast<std::size_t>(size_);
+  const MPI_Datatype type = MpiType(a.dtype);
+  const int n = static_cast<int>(std::min<std::size_t>(a.count, INT_MAX));
+  const bool v_kind = a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV ||
+                      a.kind == CollectiveKind::kAlltoallv;
+  if (!v_kind && !FitsInt(a.count * p)) return TooLarge(a, a.count * p);
+  const MPI_Op op = IsReduction(a.kind) ? MpiOp(a.dtype, a.op.kind) : MPI_OP_NULL;
+  const bool premul = IsReduction(a.kind) && a.op.kind == ReduceKind::kPreMulSum;
+  const bool avg = IsReduction(a.kind) && a.op.kind == ReduceKind::kAvg;
+  std::vector<char> scratch;
+  // A scaled private copy of `src` (n elements) for PREMUL_SUM.
+  auto scaled = [&](const void* src, std::size_t elems) -> const void* {
+    scratch.assign(static_cast<const char*>(src), static_cast<const char*>(src) + Bytes(a, elems));
+    ScaleInPlace(a.dtype, scratch.data(), elems, a.op.scalar);
+    return scratch.data();
+  };
+
+  switch (a.kind) {
+    case CollectiveKind::kAllreduce: {
+      if (a.count == 0) return Status::Ok();
+      const void* in = a.send;
+      if (UseP2p(a, a.count)) {
+        Transport t(*this, a);
+        algorithms::AllreduceArgs args;
+        if (premul) {
+          if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
+          ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
+        } else if (in != a.recv) {
+          args.in = in;  // out of place: the ring reads the input directly, no copy
+        }
+        args.buf = a.recv;
+        args.count = a.count;
+        args.elem_size = SizeOf(a.dtype);
+        args.reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
+        const auto choice = algorithms::DefaultAllreduceChoice(Bytes(a, a.count), a.count, size_);
+        Status st = algorithms::Allreduce(t, algorithms::Group(rank_, size_), args, choice, DeadlineFor(a), p2p_scratch_);
+        if (p2p_scratch_.size() > kKeepScratchBytes) std::vector<char>().swap(p2p_scratch_);
+        COMMKIT_RETURN_IF_ERROR(st);
+      } else {
+        if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
+        if (premul) ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
+        COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Iallreduce", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},
+                                           [&](const void*, void* recv, MPI_Request* r) {
+                                             return MPI_Iallreduce(MPI_IN_PLACE, recv, n, type, op, comm_, r);
+                                           }));
+      }
+      if (avg) DivideInPlace(a.dtype, a.recv, a.count, size_);
+      return Status::Ok();
+    }
+    case CollectiveKind::kBroadcast: {
+      if (a.count == 0) return Status::Ok();
+      if (UseP2p(a, a.count) && Bytes(a, a.count) <= kP2pBroadcastMaxBytes) {
+        Transport t(*this, a);
+        return algorithms::Broadcast(t, algorithms::Group(rank_, size_), a.root, a.recv, Bytes(a, a.count),
+                                     {algorithms::Algorithm::kBinomialTree}, DeadlineFor(a));
+      }
+      return PostStaged(a, "MPI_Ibcast", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},
+                        [&](const void*, void* buf, MPI_Request* r) { return MPI_Ibcast(buf, n, type, a.root, comm_, r); });
+    }
+    case CollectiveKind::kReduce: {
+      if (a.count == 0) return Status::Ok();
+      const void* in = a.send != nullptr ? a.send : a.recv;
+      if (premul) in = scaled(in, a.count);
+      const bool root = rank_ == a.root;
+      const void* send = (root && in == a.recv) ? MPI_IN_PLACE : in;
+      COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Ireduce", send, Bytes(a, a.count), root ? a.recv : nullptr,
+                                         Bytes(a, a.count), &scratch, {}, [&](const void* s, void* recv, MPI_Request* r) {
+                                           return MPI_Ireduce(s, recv, n, type, op, a.root, comm_, r);
+                                         }));
+      if (avg && root) DivideInPlace(a.dtype, a.recv, a.count, size_);
+      return Status::Ok();
+    }
+    case CollectiveKind::kAllgather: {
+      if (a.count == 0) return Status::Ok();
+      char* mine = static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_));
+      const void* send = (a.send == nullptr || a.send == a.recv || a.send == mine) ? MPI_IN_PLACE : a.send;
+      if (send == MPI_IN_PLACE && a.send == a.recv && rank_ != 0) std::memmove(mine, a.recv, Bytes(a, a.count));
+      return PostStaged(a, "MPI_Iallgather", send, Bytes(a, a.count), a.recv, Bytes(a, a.count * p), nullptr, {},
+                        [&](const void* s, void* recv, MPI_Request* r) {
+                          return MPI_Iallgather(s, n, type, recv, n, type, comm_, r);
+                        });
+    }
+    case CollectiveKind::kAllgatherv: {
+      std::vector<int> counts, displs;
+      if (!CountsAndDispls(a.counts, counts, displs))
+        return TooLarge(a, std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0}));
+      char* mine = static_cast<char*>(a.recv) + Bytes(a, static_cast<std::size_t>(displs[rank_]));
+      const void* send = (a.send == nullptr || a.send == mine) ? MPI_IN_PLACE : a.send;
+      const std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+      return PostStaged(a, "MPI_Iallgatherv", send, Bytes(a, a.counts[rank_]), a.recv, Bytes(a, total), nullptr,
+                        {&counts, &displs}, [&](const void* s, void* recv, MPI_Request* r) {
+                          return MPI_Iallgatherv(s, counts[rank_], type, recv, counts.data(), displs.data(), type,
+                                                 comm_, r);
+                        });
+    }
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kReduceScatterV: {
+      std::vector<std::size_t> sizes =
+          a.kind == CollectiveKind::kReduceScatter ? std::vector<std::size_t>(p, a.count) : a.counts;
+      std::vector<int> counts, displs;
+      std::size_t total = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
+      if (!CountsAndDispls(sizes, counts, displs)) return TooLarge(a, total);
+      if (a.send == nullptr && total > 0)
+        return Status::InvalidArgument(StrCat("mpi backend: ", ToString(a.kind), " needs a send buffer of ", total,
+                                              " elements (the result is smaller than the input)"));
+      const void* in = a.send;
+      if (premul) {
+        in = scaled(in, total);
+      } else if (in == a.recv && total > 0) {
+        // MPI forbids aliased send and receive buffers: reduce from a copy.
+        scratch.assign(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, total));
+        in = scratch.data();
+      }
+      COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Ireduce_scatter", in, Bytes(a, total), a.recv,
+                                         Bytes(a, sizes[rank_]), &scratch, {&counts, &displs},
+                                         [&](const void* s, void* recv, MPI_Request* r) {
+                                           return MPI_Ireduce_scatter(s, recv, counts.data(), type, op, comm_, r);
+                                         }));
+      if (avg) DivideInPlace(a.dtype, a.recv, sizes[rank_], size_);
+      return Status::Ok();
+    }
+    case CollectiveKind::kAlltoall: {
+      if (a.count == 0) return Status::Ok();
+      const void* in = a.send;
+      if (in == nullptr || in == a.recv) {
+        scratch.assign(static_cast<const char*>(a.recv), static_cast<const char*>(a.recv) + Bytes(a, a.count * p));
+        in = scratch.data();
+      }
+      return PostStaged(a, "MPI_Ialltoall", in, Bytes(a, a.count * p), a.recv, Bytes(a, a.count * p), &scratch, {},
+                        [&](const void* s, void* recv, MPI_Request* r) {
+                          return MPI_Ialltoall(s, n, type, recv, n, type, comm_, r);
+                        });
+    }
+    case CollectiveKind::kAlltoallv: {
+      std::vector<int> sc, sd, rc, rd;
+      std::size_t send_total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+      std::size_t recv_total = std::accumulate(a.recv_counts.begin(), a.recv_counts.end(), std::size_t{0});
+      if (!CountsAndDispls(a.counts, sc, sd)) return TooLarge(a, send_total);
+      if (!CountsAndDispls(a.recv_counts, rc, rd)) return TooLarge(a, recv_total);
+      const void* in = a.send;
+      if (in == nullptr || in == a.recv) {
+        if (send_total > recv_total)
+          return Status::InvalidArgument(StrCat("mpi backend: in-place alltoallv sends ", send_total,
+                                                " elements but the buffer holds ", recv_total));
+        scratch.assign(static_cast<const char*>(a.recv), static_cast<const char*>(a.recv) + Bytes(a, send_total));
+        in = scratch.data();
+      }
+      return PostStaged(a, "MPI_Ialltoallv", in, Bytes(a, send_total), a.recv, Bytes(a, recv_total), &scratch,
+                        {&sc, &sd, &rc, &rd}, [&](const void* s, void* recv, MPI_Request* r) {
+                          return MPI_Ialltoallv(s, sc.data(), sd.data(), type, recv, rc.data(), rd.data(), type,
+                                                comm_, r);
+                        });
+    }
+    case CollectiveKind::kGather: {
+      if (a.count == 0) return Status::Ok();
+      const bool root = rank_ == a.root;
+      char* slot = root ? static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_)) : nullptr;
+      const void* send = (root && a.send == slot) ? MPI_IN_PLACE : a.send;
+      return PostStaged(a, "MPI_Igather", send, Bytes(a, a.count), root ? a.recv : nullptr, Bytes(a, a.count * p),
+                        nullptr, {}, [&](const void* s, void* recv, MPI_Request* r) {
+                          return MPI_Igather(s, n, type, recv, n, type, a.root, comm_, r);
+                        });
+    }
+    case CollectiveKind::kScatter: {
+      if (a.count == 0) return Status::Ok();
+      const bool root = rank_ == a.root;
+      const char* slot = root ? static_cast<const char*>(a.send) + Bytes(a, a.count * static_cast<std::size_t>(rank_))
+                              : nullptr;
+      void* recv = (root && a.recv == slot) ? MPI_IN_PLACE : a.recv;
+      return PostStaged(a, "MPI_Iscatter", root ? a.send : nullptr, Bytes(a, a.count * p), recv, Bytes(a, a.count),
+                        nullptr, {}, [&](const void* s, void* out, MPI_Request* r) {
+                          return MPI_Iscatter(s, n, type, out, n, type, a.root, comm_, r);
+                        });
+    }
+    case CollectiveKind::kBarrier:
+      if (p2p_comm_ != MPI_COMM_NULL) {
+        Transport t(*this, a);
+        return algorithms::Barrier(t, algorithms::Group(rank_, size_), {algorithms::Algorithm::kDissemination},
+                                   DeadlineFor(a));
+      }
+      return PostStaged(a, "MPI_Ibarrier", nullptr, 0, nullptr, 0, nullptr, {},
+                        [&](const void*, void*, MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+    case CollectiveKind::kSend:
+    case CollectiveKind::kRecv: {
+      if (!FitsInt(a.count)) return TooLarge(a, a.count);
+      if (a.tag > Rt().tag_ub)
+        return Status::InvalidArgument(StrCat("mpi backend: tag ", a.tag, " exceeds MPI_TAG_UB (", Rt().tag_ub, ")"));
+      if (a.kind == CollectiveKind::kSend)
+        return Post(a, "MPI_Isend",
+                    [&](MPI_Request* r) { return MPI_Isend(a.send, n, type, a.peer, a.tag, comm_, r); });
+      return Post(a, "MPI_Irecv", [&](MPI_Request* r) { return MPI_Irecv(a.recv, n, type, a.peer, a.tag, comm_, r); });
+    }
+  }
+  return Status::Internal("mpi backend: unknown collective");
+}
+
+}  // namespace commkit::comm::mpi

@@ -1,0 +1,105 @@
+// The collective algorithms, written once over the point-to-point Transport (transport.h) and used
+// by every backend that builds collectives from messages (mpi; host between hosts). Each entry takes
+// the algorithm explicitly (AlgorithmChoice): the backend, or a tuning table, decides which one runs
+// at which size; these functions only run it.
+//
+// Every entry is collective over `group`: all of its ranks call it with the same arguments (except
+// the buffers) and the same choice. Elements are reduced with `reduce` (commutative, c = a op b; AVG
+// and PREMUL_SUM are the caller's scaling around a SUM). On error the collective stops where it is.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "commkit/comm/algorithms/transport.h"
+#include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/status.h"
+
+namespace commkit::comm::algorithms {
+
+enum class Algorithm : std::uint8_t {
+  kRing,               // all-reduce, reduce-scatter, all-gather: 2(p-1) steps, 2(p-1)/p of the data per rank
+  kRecursiveDoubling,  // all-reduce: ceil(log2 p) exchanges of the whole buffer (small messages)
+  kHalvingDoubling,    // all-reduce (Rabenseifner): 2 log2 p steps, the ring's bytes
+  kBinomialTree,       // broadcast
+  kDissemination,      // barrier
+  kPairwise,           // all-to-all(v)
+  kDirect,             // gather, scatter: the root exchanges with every rank
+};
+
+// "ring", "recursive_doubling", "halving_doubling", "binomial_tree", "dissemination", "pairwise", "direct".
+std::string_view ToString(Algorithm algorithm);
+// The algorithm named `name` (as ToString spells it), or InvalidArgument listing the names.
+Result<Algorithm> ParseAlgorithm(std::string_view name);
+
+// Which algorithm runs, with its parameters. Every rank of a collective must pass the same choice.
+struct AlgorithmChoice {
+  Algorithm algorithm = Algorithm::kRing;
+  // Ring reduce-scatter (and the ring all-reduce): each block moves in pieces of at most this many
+  // bytes, each reduced while it is still in cache. 0: whole blocks.
+  std::size_t segment_bytes = std::size_t{256} << 10;
+};
+
+// The default choice for an all-reduce of `bytes` among `ranks` ranks when nothing else decides:
+// recursive doubling up to `ring_min_bytes` (or with fewer elements than ranks), the ring above.
+AlgorithmChoice DefaultAllreduceChoice(std::size_t bytes, std::size_t count, int ranks,
+                                       std::size_t ring_min_bytes = std::size_t{64} << 10);
+
+struct AllreduceArgs {
+  void* buf = nullptr;       // every rank's result; also its input when `in` is null or equal to `buf`
+  const void* in = nullptr;  // out of place: the input (not modified; must not overlap `buf`)
+  std::size_t count = 0;
+  std::size_t elem_size = 0;
+  ReduceFunction reduce = nullptr;
+};
+
+// All-reduce by kRing, kRecursiveDoubling or kHalvingDoubling. Every rank ends with bitwise-identical
+// results. `scratch` is grown as needed and kept by the caller (no fresh pages per large call).
+Status Allreduce(Transport& t, const Group& group, const AllreduceArgs& args, const AlgorithmChoice& choice,
+                 Deadline deadline, std::vector<char>& scratch);
+
+// Byte offsets of `parts` near-equal blocks of `count` elements (parts + 1 entries).
+std::vector<std::size_t> EvenOffsets(std::size_t count, int parts, std::size_t elem_size);
+// Byte offsets of consecutive blocks of `counts[i]` elements (counts.size() + 1 entries).
+std::vector<std::size_t> CountOffsets(std::span<const std::size_t> counts, std::size_t elem_size);
+
+// Ring reduce-scatter in place (kRing): `buf` holds group.size() blocks, block i at bytes
+// [offsets[i], offsets[i+1]). Afterwards position i's block i holds the reduction of every rank's
+// block i (its other blocks hold partial results).
+Status ReduceScatter(Transport& t, const Group& group, void* buf, std::span<const std::size_t> offsets,
+                     std::size_t elem_size, ReduceFunction reduce, const AlgorithmChoice& choice, Deadline deadline,
+                     std::vector<char>& scratch);
+
+// Ring all-gather in place (kRing): position i brings block i of `buf` (offsets as above); every
+// position ends with every block.
+Status Allgather(Transport& t, const Group& group, void* buf, std::span<const std::size_t> offsets,
+                 const AlgorithmChoice& choice, Deadline deadline);
+
+// Binomial-tree broadcast (kBinomialTree) of `bytes` at `buf` from position `root`.
+Status Broadcast(Transport& t, const Group& group, int root, void* buf, std::size_t bytes,
+                 const AlgorithmChoice& choice, Deadline deadline);
+
+// Dissemination barrier (kDissemination): ceil(log2 p) rounds of zero-byte exchanges.
+Status Barrier(Transport& t, const Group& group, const AlgorithmChoice& choice, Deadline deadline);
+
+// Pairwise all-to-all(v) (kPairwise): position q's block of `send` (bytes [send_offsets[q],
+// send_offsets[q+1])) goes to position q, which receives it into its block of `recv` for this
+// position. `send` must not overlap `recv` (stage an in-place input first). A rank whose own block
+// sizes differ in `send_offsets` and `recv_offsets` gets InvalidArgument before anything is sent.
+Status Alltoall(Transport& t, const Group& group, const void* send, std::span<const std::size_t> send_offsets,
+                void* recv, std::span<const std::size_t> recv_offsets, const AlgorithmChoice& choice,
+                Deadline deadline);
+
+// Direct gather (kDirect): every position's `block_bytes` at `send` end at the root's `recv` in
+// position order (the root's own block is copied unless it is already in place).
+Status Gather(Transport& t, const Group& group, int root, const void* send, void* recv, std::size_t block_bytes,
+              const AlgorithmChoice& choice, Deadline deadline);
+
+// Direct scatter (kDirect): block q of the root's `send` goes to position q's `recv`.
+Status Scatter(Transport& t, const Group& group, int root, const void* send, void* recv, std::size_t block_bytes,
+               const AlgorithmChoice& choice, Deadline deadline);
+
+}  // namespace commkit::comm::algorithms
