@@ -24,9 +24,7 @@ namespace {
 using topology::NicKind;
 using topology::NodeId;
 
-CheckOutcome Make(CheckStatus s, std::string summary, std::vector<std::string> evidence = {}, std::string fix = "") {
-  return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
-}
+using internal::Outcome;
 
 // EFA devices: RDMA NICs the probe classified as EFA, and PCI functions 1d0f:efa* (Amazon EFA).
 std::vector<std::string> EfaDevices(const CheckContext& ctx, const topology::ProbeReport* rep) {
@@ -107,7 +105,7 @@ CheckOutcome NetEfa(const CheckContext& ctx) {
   const auto& rep = ctx.topology();
   const std::vector<std::string> devices = EfaDevices(ctx, rep.ok() ? &*rep : nullptr);
   if (devices.empty())
-    return Make(CheckStatus::kSkip, "no EFA device (no efa RDMA device in /sys/class/infiniband, no PCI 1d0f:efa* function)");
+    return Outcome(CheckStatus::kSkip, "no EFA device (no efa RDMA device in /sys/class/infiniband, no PCI 1d0f:efa* function)");
   const std::map<std::string, std::string> env = internal::NodeEnv(ctx);
   std::vector<std::string> ev = {"EFA devices: " + Join(devices, ", ")}, problems, fixes;
   CheckStatus worst = CheckStatus::kPass;
@@ -213,8 +211,8 @@ CheckOutcome NetEfa(const CheckContext& ctx) {
             "unset NCCL_PROTO (or NCCL_PROTO=Simple for the old aws-ofi-nccl advice)");
   }
   if (worst == CheckStatus::kPass)
-    return Make(CheckStatus::kPass, StrCat(devices.size(), " EFA device(s), efa provider and aws-ofi-nccl plugin in place"), ev);
-  return Make(worst, Join(problems, "; "), ev, Join(fixes, "; "));
+    return Outcome(CheckStatus::kPass, StrCat(devices.size(), " EFA device(s), efa provider and aws-ofi-nccl plugin in place"), ev);
+  return Outcome(worst, Join(problems, "; "), ev, Join(fixes, "; "));
 }
 
 }  // namespace

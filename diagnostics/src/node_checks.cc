@@ -86,9 +86,7 @@ bool HasIb(const Ctx& ctx) {
   return ib.ok() && !ib->empty();
 }
 
-CheckOutcome Outcome(CheckStatus s, std::string summary, std::vector<std::string> evidence = {}, std::string fix = "") {
-  return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
-}
+using internal::Outcome;
 
 // --- shm.size ---------------------------------------------------------------------------------
 // Catalog: NCCL's SHM transport creates one ~9.6 MB segment (9637888 bytes) per peer pair

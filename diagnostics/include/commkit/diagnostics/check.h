@@ -73,8 +73,8 @@ class CheckRegistry {
   std::vector<Check> checks_;
 };
 
-// Glob match with * and ? (fnmatch-style, no character classes).
-bool GlobMatch(std::string_view pattern, std::string_view text);
+// Check ids and categories are selected with commkit::GlobMatch (commkit/common/strings.h).
+using ::commkit::GlobMatch;
 
 struct Selection {
   // id or category globs; a glob also matches ids under it as a prefix ("shm" selects "shm.size").
