@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 
 namespace commkit {
 namespace {

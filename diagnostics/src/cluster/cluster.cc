@@ -3,10 +3,8 @@
 #include "commkit/diagnostics/cluster.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,10 +22,10 @@
 #include "commkit/common/log.h"
 #include "commkit/common/socket.h"
 #include "commkit/common/strings.h"
+#include "commkit/topology/nccl_libraries.h"
 #include "commkit/topology/netif.h"
 #include "commkit/topology/probe.h"
 #include "../check_support.h"
-#include "../nccl_libraries.h"
 
 namespace commkit::diagnostics {
 namespace {
@@ -212,9 +210,9 @@ std::map<std::string, std::string> CollectClusterFacts(const CheckContext& conte
     const int v = topo->gpu.cuda_driver_version;  // 12040
     facts["cuda.driver_version"] = StrCat(v / 1000, ".", v % 1000 / 10);
   }
-  const internal::NcclLibraries nccl = internal::FindNcclLibraries(view, env);
-  if (std::string v = internal::NcclVersionFact(nccl); !v.empty()) facts["nccl.version"] = v;
-  facts["nccl.net_plugins"] = internal::NcclNetPluginsFact(nccl);
+  const topology::NcclLibraries nccl = topology::FindNcclLibraries(view, env);
+  if (std::string v = topology::NcclVersionFact(nccl); !v.empty()) facts["nccl.version"] = v;
+  facts["nccl.net_plugins"] = topology::NcclNetPluginsFact(nccl);
   auto net = topology::ProbeNetwork(view);
   if (net.ok()) {
     std::vector<std::string> names;

@@ -13,6 +13,7 @@
 #include <pugixml.hpp>
 
 #include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 #include "commkit/topology/import.h"
 #include "import/xml_load.h"
 

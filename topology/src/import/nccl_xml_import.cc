@@ -8,6 +8,7 @@
 
 #include "commkit/common/file_io.h"
 #include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 #include "commkit/topology/import.h"
 #include "import/xml_load.h"
 #include "commkit/topology/json.h"

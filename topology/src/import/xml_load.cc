@@ -1,6 +1,7 @@
 #include "import/xml_load.h"
 
 #include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 
 namespace commkit::topology::internal {
 

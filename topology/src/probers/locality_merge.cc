@@ -9,6 +9,7 @@
 
 #include "commkit/common/config.h"
 #include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 #include "commkit/topology/hwloc.h"
 #include "commkit/topology/import.h"
 #include "import/xml_load.h"

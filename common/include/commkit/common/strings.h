@@ -1,7 +1,6 @@
 // Small string helpers (g++ 12 has no std::format; public headers may not include fmt).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <sstream>
@@ -33,14 +32,6 @@ std::optional<double> ParseDouble(std::string_view text);
 // POSIX shell quoting, as Python's shlex.quote: unchanged when only [A-Za-z0-9_@%+=:,./-], '' when
 // empty, else single-quoted with ' written as '"'"'.
 std::string ShellQuote(std::string_view word);
-
-// Glob match with * and ? (fnmatch-style without character classes or escapes): check ids, ld.so.conf
-// include patterns.
-bool GlobMatch(std::string_view pattern, std::string_view text);
-
-// The 1-based line of `text` holding byte `offset` (offsets past the end count as the last line), 0
-// for a negative offset: parser offsets (pugixml, JSON) turned into "file:line" in errors.
-int LineOfOffset(std::string_view text, std::ptrdiff_t offset);
 
 // "1.5 GiB", "512 KiB", "17 B"
 std::string HumanBytes(double bytes);

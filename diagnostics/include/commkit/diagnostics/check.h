@@ -12,6 +12,7 @@
 
 #include "commkit/common/status.h"
 #include "commkit/common/system_view.h"
+#include "commkit/common/text.h"
 
 namespace commkit::topology {
 struct ProbeReport;  // commkit/topology/probe.h
@@ -73,7 +74,7 @@ class CheckRegistry {
   std::vector<Check> checks_;
 };
 
-// Check ids and categories are selected with commkit::GlobMatch (commkit/common/strings.h).
+// Check ids and categories are selected with commkit::GlobMatch (commkit/common/text.h).
 using ::commkit::GlobMatch;
 
 struct Selection {
