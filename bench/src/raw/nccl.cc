@@ -17,12 +17,12 @@ namespace commkit::bench::raw {
 namespace {
 
 Result<ncclDataType_t> NcclType(DataType t) {
-  if (auto v = comm::nccl::NcclDataType(t)) return *v;
+  if (const int v = comm::nccl::NcclDataType(t); v >= 0) return static_cast<ncclDataType_t>(v);
   return Status::NotSupported(StrCat("commkit-bench: --raw nccl: no NCCL type for ", ToString(t)));
 }
 
 Result<ncclRedOp_t> NcclOp(ReduceKind kind) {
-  if (auto v = comm::nccl::NcclRedOp(kind)) return *v;
+  if (const int v = comm::nccl::NcclRedOp(kind); v >= 0) return static_cast<ncclRedOp_t>(v);
   return Status::NotSupported("commkit-bench: --raw nccl: NCCL has sum, prod, min, max and avg only");
 }
 

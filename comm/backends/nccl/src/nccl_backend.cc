@@ -66,15 +66,8 @@ Status RunPreInitHook(const NcclBackendOptions& options) {
   return Status::Ok();
 }
 
-// The backend passes NCCL's enums as int (-1: none), as its collectives layer takes them.
-int ToNccl(DataType t) {
-  auto v = NcclDataType(t);
-  return v ? static_cast<int>(*v) : -1;
-}
-int ToNccl(ReduceKind k) {
-  auto v = NcclRedOp(k);
-  return v ? static_cast<int>(*v) : -1;
-}
+int ToNccl(DataType t) { return NcclDataType(t); }
+int ToNccl(ReduceKind k) { return NcclRedOp(k); }
 
 cudaStream_t AsStream(void* s) { return static_cast<cudaStream_t>(s); }
 
