@@ -66,7 +66,8 @@ bool MeasureLoopback(const HostProfileOptions& o, HostProfile& out) {
   const std::size_t chunk = 1 << 20;
   const int pings = std::max(1, o.pingpongs);
   const std::size_t stream = std::max(chunk, o.stream_bytes);
-  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.time_limit_s));
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.time_limit_s));
   std::thread echo([&] {
     auto fd = net::ConnectWithDeadline("127.0.0.1", ntohs(addr.sin_port), deadline);
     if (!fd.ok()) return;
