@@ -23,19 +23,27 @@ PredictionModel MakePredictionModel(bool measure) {
   return m;
 }
 
-void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows) {
+std::optional<AllreducePrediction> PredictAllreduce(const PredictionModel& model, std::string_view backend, int nranks,
+                                                    std::size_t bytes) {
+  if (nranks < 1) return std::nullopt;
   topology::HostProfile profile;
   profile.memcpy_Bps = model.memcpy_Bps;
   profile.loopback_alpha_s = model.loopback_alpha_s;
   profile.loopback_beta_Bps = model.loopback_beta_Bps;
+  const bool tcp = backend == "gloo" || backend == "raw-gloo";
+  auto cost = topology::CostModel::Create(topology::HostShape(profile, nranks, tcp));
+  if (!cost.ok()) return std::nullopt;
+  const topology::Prediction p = cost->Best(static_cast<double>(bytes));
+  return AllreducePrediction{p.busbw_Bps / 1e9, std::string(topology::ToString(p.algorithm))};
+}
+
+void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows) {
   for (ResultRow& row : rows) {
-    if (row.collective != BenchCollective::kAllreduce || row.nranks < 1) continue;
-    const bool tcp = row.backend == "gloo" || row.backend == "raw-gloo";
-    auto cost = topology::CostModel::Create(topology::HostShape(profile, row.nranks, tcp));
-    if (!cost.ok()) continue;
-    topology::Prediction p = cost->Best(static_cast<double>(row.bytes));
-    row.pred_busbw_gbps = p.busbw_Bps / 1e9;
-    row.pred_algorithm = std::string(topology::ToString(p.algorithm));
+    if (row.collective != BenchCollective::kAllreduce) continue;
+    if (auto p = PredictAllreduce(model, row.backend, row.nranks, row.bytes)) {
+      row.pred_busbw_gbps = p->busbw_gbps;
+      row.pred_algorithm = p->algorithm;
+    }
   }
 }
 

@@ -5,10 +5,18 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "commkit/diagnostics/check.h"
 
 namespace commkit::diagnostics::internal {
+
+// A check's result: Outcome(CheckStatus::kWarn, "summary", {"evidence"}, "export FIX=1").
+inline CheckOutcome Outcome(CheckStatus status, std::string summary, std::vector<std::string> evidence = {},
+                            std::string fix = "") {
+  return CheckOutcome{status, std::move(summary), std::move(evidence), std::move(fix)};
+}
 
 // A named SystemView fact; a failure to produce it becomes the text "error: <message>".
 std::string FactOr(const CheckContext& ctx, std::string_view name, const std::function<std::string()>& produce);

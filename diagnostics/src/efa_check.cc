@@ -1,7 +1,7 @@
 // net.efa: on a node with an AWS Elastic Fabric Adapter, NCCL only uses it through libfabric's efa
 // provider and the aws-ofi-nccl net plugin; without either it silently runs NET/Socket over ENA.
 // Checks the device (probe's EFA NICs, PCI 1d0f:efa*), the provider (the "libfabric" fact), the plugin
-// NCCL would dlopen (nccl_libraries.h: NCCL_NET_PLUGIN rules and order, comma lists, the loader path
+// NCCL would dlopen (commkit/topology/nccl_libraries.h: NCCL_NET_PLUGIN rules and order, comma lists, the loader path
 // incl. ld.so.conf; aws-ofi-nccl's install dirs for a plugin NCCL would not load) and FI_/NCCL_
 // variables that contradict EFA. Skips when there is no EFA device.
 #include <algorithm>
@@ -11,12 +11,12 @@
 #include <set>
 #include <tuple>
 
-#include "check_support.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/check.h"
 #include "commkit/topology/libfabric.h"
 #include "commkit/topology/probe.h"
-#include "nccl_libraries.h"
+#include "commkit/topology/nccl_libraries.h"
+#include "check_support.h"
 
 namespace commkit::diagnostics {
 namespace {
@@ -24,9 +24,7 @@ namespace {
 using topology::NicKind;
 using topology::NodeId;
 
-CheckOutcome Make(CheckStatus s, std::string summary, std::vector<std::string> evidence = {}, std::string fix = "") {
-  return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
-}
+using internal::Outcome;
 
 // EFA devices: RDMA NICs the probe classified as EFA, and PCI functions 1d0f:efa* (Amazon EFA).
 std::vector<std::string> EfaDevices(const CheckContext& ctx, const topology::ProbeReport* rep) {
@@ -54,7 +52,7 @@ struct InstalledPlugin {
   std::string fix;  // "export LD_LIBRARY_PATH=<dir>:$LD_LIBRARY_PATH NCCL_NET_PLUGIN=ofi"
 };
 
-std::optional<InstalledPlugin> FindInstalledPlugin(const internal::NcclLibraries& libs) {
+std::optional<InstalledPlugin> FindInstalledPlugin(const topology::NcclLibraries& libs) {
   static const std::regex kPluginName(R"(^libnccl-net(-(.+))?\.so$)");
   const std::vector<std::string> dirs = libs.dirs.All();
   auto dir_of = [](const std::string& p) { return p.substr(0, p.rfind('/')); };
@@ -76,7 +74,7 @@ std::optional<InstalledPlugin> FindInstalledPlugin(const internal::NcclLibraries
     return out;
   }
   bool requested = false;
-  for (const internal::NcclNetPlugin& p : libs.net_plugins)
+  for (const topology::NcclNetPlugin& p : libs.net_plugins)
     requested = requested || std::find(p.tried.begin(), p.tried.end(), name) != p.tried.end();
   const bool on_path = std::find(libs.dirs.loader.begin(), libs.dirs.loader.end(), dir) != libs.dirs.loader.end();
   std::vector<std::string> exports, whys;
@@ -107,7 +105,7 @@ CheckOutcome NetEfa(const CheckContext& ctx) {
   const auto& rep = ctx.topology();
   const std::vector<std::string> devices = EfaDevices(ctx, rep.ok() ? &*rep : nullptr);
   if (devices.empty())
-    return Make(CheckStatus::kSkip, "no EFA device (no efa RDMA device in /sys/class/infiniband, no PCI 1d0f:efa* function)");
+    return Outcome(CheckStatus::kSkip, "no EFA device (no efa RDMA device in /sys/class/infiniband, no PCI 1d0f:efa* function)");
   const std::map<std::string, std::string> env = internal::NodeEnv(ctx);
   std::vector<std::string> ev = {"EFA devices: " + Join(devices, ", ")}, problems, fixes;
   CheckStatus worst = CheckStatus::kPass;
@@ -140,10 +138,10 @@ CheckOutcome NetEfa(const CheckContext& ctx) {
           "vpc.amazonaws.com/efa resource)");
 
   // The aws-ofi-nccl plugin NCCL would load (NCCL_NET_PLUGIN rules and the loader path as NCCL has them).
-  const internal::NcclLibraries libs = internal::FindNcclLibraries(*ctx.system, env);
+  const topology::NcclLibraries libs = topology::FindNcclLibraries(*ctx.system, env);
   const auto net_plugin = env.find("NCCL_NET_PLUGIN");
   if (net_plugin != env.end()) ev.push_back("NCCL_NET_PLUGIN=" + net_plugin->second);
-  for (std::string& line : internal::NcclNetPluginEvidence(libs)) ev.push_back(std::move(line));
+  for (std::string& line : topology::NcclNetPluginEvidence(libs)) ev.push_back(std::move(line));
   if (net_plugin != env.end() && ToLower(Trim(net_plugin->second)) == "none") {
     raise(CheckStatus::kFail, "NCCL_NET_PLUGIN=none disables the aws-ofi-nccl plugin: NCCL uses TCP sockets, not EFA",
           "unset NCCL_NET_PLUGIN");
@@ -213,8 +211,8 @@ CheckOutcome NetEfa(const CheckContext& ctx) {
             "unset NCCL_PROTO (or NCCL_PROTO=Simple for the old aws-ofi-nccl advice)");
   }
   if (worst == CheckStatus::kPass)
-    return Make(CheckStatus::kPass, StrCat(devices.size(), " EFA device(s), efa provider and aws-ofi-nccl plugin in place"), ev);
-  return Make(worst, Join(problems, "; "), ev, Join(fixes, "; "));
+    return Outcome(CheckStatus::kPass, StrCat(devices.size(), " EFA device(s), efa provider and aws-ofi-nccl plugin in place"), ev);
+  return Outcome(worst, Join(problems, "; "), ev, Join(fixes, "; "));
 }
 
 }  // namespace

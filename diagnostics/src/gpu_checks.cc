@@ -20,25 +20,23 @@ namespace {
 using topology::NvmlGpu;
 using topology::ProbeReport;
 
-CheckOutcome Make(CheckStatus s, std::string summary, std::vector<std::string> evidence = {}, std::string fix = "") {
-  return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
-}
+using internal::Outcome;
 
 // The probe's NVML view, or the skip outcome explaining why there is none.
 const ProbeReport* NvmlReport(const CheckContext& ctx, CheckOutcome& skip) {
   const Result<ProbeReport>& rep = ctx.topology();
   if (!rep.ok()) {
-    skip = Make(CheckStatus::kSkip, "cannot probe the machine: " + rep.status().ToString());
+    skip = Outcome(CheckStatus::kSkip, "cannot probe the machine: " + rep.status().ToString());
     return nullptr;
   }
   if (!rep->gpu.nvml_available) {
     const topology::ProberStatus* p = rep->Prober("nvml");
     std::string why = !rep->gpu.nvml_error.empty() ? rep->gpu.nvml_error : p != nullptr ? p->detail : "NVML not probed";
-    skip = Make(CheckStatus::kSkip, "no NVIDIA driver: " + why);
+    skip = Outcome(CheckStatus::kSkip, "no NVIDIA driver: " + why);
     return nullptr;
   }
   if (rep->gpu.gpus.empty()) {
-    skip = Make(CheckStatus::kSkip, StrCat("NVML (driver ", rep->gpu.driver_version, ") reports no GPU"));
+    skip = Outcome(CheckStatus::kSkip, StrCat("NVML (driver ", rep->gpu.driver_version, ") reports no GPU"));
     return nullptr;
   }
   return &*rep;
@@ -94,7 +92,7 @@ CheckOutcome NvLink(const CheckContext& ctx) {
     max_active = std::max(max_active, counts.back().active);
     total_supported += counts.back().supported;
   }
-  if (total_supported == 0) return Make(CheckStatus::kSkip, StrCat("no NVLink on the ", gpus.size(), " GPU(s) (PCIe only)"));
+  if (total_supported == 0) return Outcome(CheckStatus::kSkip, StrCat("no NVLink on the ", gpus.size(), " GPU(s) (PCIe only)"));
   // Link indices active on at least one GPU: an index down on one GPU but up on its peers is a broken
   // link, not a board that never wired it.
   std::set<int> active_somewhere;
@@ -138,10 +136,10 @@ CheckOutcome NvLink(const CheckContext& ctx) {
   if (rep->system.nvswitch_present) ev.push_back("NVSwitch present (PCI 10de class 0x0680): links go through the fabric");
   if (problems.empty()) {
     if (max_active == 0)
-      return Make(CheckStatus::kWarn, "GPUs support NVLink but none is active: GPU traffic goes over PCIe", ev,
+      return Outcome(CheckStatus::kWarn, "GPUs support NVLink but none is active: GPU traffic goes over PCIe", ev,
                   rep->system.nvswitch_present ? "systemctl status nvidia-fabricmanager; nvidia-smi nvlink -s"
                                                : "nvidia-smi nvlink -s  (fit the NVLink bridges if the board expects them)");
-    return Make(CheckStatus::kPass, StrCat(gpus.size(), " GPU(s) with ", max_active, " active NVLink(s) each"), ev);
+    return Outcome(CheckStatus::kPass, StrCat(gpus.size(), " GPU(s) with ", max_active, " active NVLink(s) each"), ev);
   }
   std::vector<std::string> idx;
   for (const NvmlGpu* g : bad) idx.push_back(std::to_string(g->index));
@@ -151,7 +149,7 @@ CheckOutcome NvLink(const CheckContext& ctx) {
   fix += StrCat("; when the GPU is idle reset it: nvidia-smi -r -i ", first,
                 " (or reboot); if the link stays down, drain the node and have the GPU/baseboard serviced. Until then "
                 "NCCL routes around it over PCIe (slower, uneven rings)");
-  return Make(CheckStatus::kFail, StrCat("NVLink down or asymmetric on ", bad.size(), " GPU(s): ", Join(problems, "; ")), ev, fix);
+  return Outcome(CheckStatus::kFail, StrCat("NVLink down or asymmetric on ", bad.size(), " GPU(s): ", Join(problems, "; ")), ev, fix);
 }
 
 // --- gpu.ecc ---------------------------------------------------------------------------------
@@ -202,11 +200,11 @@ CheckOutcome Ecc(const CheckContext& ctx) {
       fixes.push_back(StrCat("nvidia-smi -i ", g.index, " -e 1 then reboot"));
     }
   }
-  if (reported == 0) return Make(CheckStatus::kSkip, "NVML reports neither ECC mode nor row remapping for these GPUs", ev);
+  if (reported == 0) return Outcome(CheckStatus::kSkip, "NVML reports neither ECC mode nor row remapping for these GPUs", ev);
   if (!fail.empty())
-    return Make(CheckStatus::kFail, Join(fail, "; ") + (warn.empty() ? "" : "; " + Join(warn, "; ")), ev, Join(fixes, "; "));
-  if (!warn.empty()) return Make(CheckStatus::kWarn, Join(warn, "; "), ev, Join(fixes, "; "));
-  return Make(CheckStatus::kPass, StrCat(reported, " GPU(s): ECC and row remapping healthy"), ev);
+    return Outcome(CheckStatus::kFail, Join(fail, "; ") + (warn.empty() ? "" : "; " + Join(warn, "; ")), ev, Join(fixes, "; "));
+  if (!warn.empty()) return Outcome(CheckStatus::kWarn, Join(warn, "; "), ev, Join(fixes, "; "));
+  return Outcome(CheckStatus::kPass, StrCat(reported, " GPU(s): ECC and row remapping healthy"), ev);
 }
 
 // --- gpu.clocks ------------------------------------------------------------------------------
@@ -275,7 +273,7 @@ CheckOutcome Clocks(const CheckContext& ctx) {
       hot.push_back(g.index);
     }
   }
-  if (reported == 0) return Make(CheckStatus::kSkip, "NVML reports no clocks event reasons for these GPUs", ev);
+  if (reported == 0) return Outcome(CheckStatus::kSkip, "NVML reports no clocks event reasons for these GPUs", ev);
   std::vector<std::string> fixes;
   auto list = [](const std::vector<int>& v) { return JoinInts(v, ","); };
   if (!hot.empty())
@@ -285,9 +283,9 @@ CheckOutcome Clocks(const CheckContext& ctx) {
   if (!brake.empty())
     fixes.push_back(StrCat("power brake on GPU ", list(brake), ": check the PSUs and power feed (ipmitool sdr; BMC event log); "
                            "drain the node until the power fault is fixed"));
-  if (!fail.empty()) return Make(CheckStatus::kFail, "hardware clock slowdown: " + Join(fail, "; "), ev, Join(fixes, "; "));
-  if (!warn.empty()) return Make(CheckStatus::kWarn, "thermal clock slowdown: " + Join(warn, "; "), ev, Join(fixes, "; "));
-  return Make(CheckStatus::kPass, StrCat(reported, " GPU(s) without hardware or thermal clock slowdown"), ev);
+  if (!fail.empty()) return Outcome(CheckStatus::kFail, "hardware clock slowdown: " + Join(fail, "; "), ev, Join(fixes, "; "));
+  if (!warn.empty()) return Outcome(CheckStatus::kWarn, "thermal clock slowdown: " + Join(warn, "; "), ev, Join(fixes, "; "));
+  return Outcome(CheckStatus::kPass, StrCat(reported, " GPU(s) without hardware or thermal clock slowdown"), ev);
 }
 
 // --- gpu.visibility --------------------------------------------------------------------------
@@ -389,12 +387,12 @@ CheckOutcome Visibility(const CheckContext& ctx) {
       fixes.push_back(StrCat("export CUDA_VISIBLE_DEVICES with indices 0..", nvml_n - 1, " or GPU UUIDs from nvidia-smi -L"));
     }
     if (problems.empty())
-      return Make(CheckStatus::kPass,
+      return Outcome(CheckStatus::kPass,
                   StrCat(cuda_n, " GPU(s) visible to CUDA", cvd ? " (CUDA_VISIBLE_DEVICES=" + *cvd + ")" : "", " of ", nvml_n,
                          " NVML lists; ", versions),
                   ev);
   }
-  return Make(status, Join(problems, "; ") + "; " + versions, ev, Join(fixes, "; "));
+  return Outcome(status, Join(problems, "; ") + "; " + versions, ev, Join(fixes, "; "));
 }
 
 }  // namespace

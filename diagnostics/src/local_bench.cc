@@ -7,10 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commkit/bench/collective.h"
+#include "commkit/bench/predict.h"
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/process_group.h"
 #include "commkit/common/strings.h"
-#include "commkit/topology/cost_model.h"
 
 namespace commkit::diagnostics {
 namespace {
@@ -99,18 +100,9 @@ Result<LocalBenchReport> RunLocalBench(const LocalBenchOptions& o) {
 
   LocalBenchReport report;
   report.ranks = o.ranks;
-  topology::HostProfileOptions hp;
-  hp.measure = o.calibrate;
-  hp.memcpy_bytes = 16u << 20;
-  hp.stream_bytes = 16u << 20;
-  hp.pingpongs = 100;
-  hp.time_limit_s = 1;
-  const topology::HostProfile profile = topology::ProbeHostProfile(hp);
-  report.model = StrCat("topology cost model (ring / recursive doubling, the faster): shared memory 1 us and ",
-                        HumanBytes(profile.memcpy_Bps / 2), "/s (memcpy/2) for host; TCP loopback ",
-                        static_cast<int>(profile.loopback_alpha_s * 1e6), " us and ",
-                        HumanBytes(profile.loopback_beta_Bps), "/s for gloo",
-                        profile.notes.empty() ? "" : "; " + Join(profile.notes, "; "));
+  // commkit-bench's formulas and prediction (bench/collective.h, bench/predict.h), so both tools agree.
+  const bench::PredictionModel model = bench::MakePredictionModel(o.calibrate);
+  report.model = model.description;
 
   for (const std::string& backend : o.backends) {
     auto store = std::make_shared<HashStore>();
@@ -130,7 +122,6 @@ Result<LocalBenchReport> RunLocalBench(const LocalBenchOptions& o) {
     else if (done < o.sizes.size())
       report.notes.push_back(StrCat(backend, ": ", o.sizes.size() - done, " larger size(s) skipped: the ",
                                     o.budget.count(), " ms budget was spent"));
-    auto cost = topology::CostModel::Create(topology::HostShape(profile, o.ranks, backend == "gloo"));
     for (std::size_t i = 0; i < done; ++i) {
       LocalBenchRow row;
       row.backend = backend;
@@ -143,12 +134,10 @@ Result<LocalBenchReport> RunLocalBench(const LocalBenchOptions& o) {
         row.correct = row.correct && rr.correct[i];
       }
       row.time_us = seconds * 1e6;
-      const double algbw = seconds > 0 ? static_cast<double>(row.bytes) / seconds : 0;
-      row.busbw_gbps = algbw * 2.0 * (o.ranks - 1) / o.ranks / 1e9;
-      if (cost.ok()) {
-        topology::Prediction p = cost->Best(static_cast<double>(row.bytes));
-        row.pred_busbw_gbps = p.busbw_Bps / 1e9;
-        row.pred_algorithm = std::string(topology::ToString(p.algorithm));
+      row.busbw_gbps = bench::ComputeBandwidth(bench::BenchCollective::kAllreduce, row.bytes, seconds, o.ranks).busbw_gbps;
+      if (auto p = bench::PredictAllreduce(model, backend, o.ranks, row.bytes)) {
+        row.pred_busbw_gbps = p->busbw_gbps;
+        row.pred_algorithm = p->algorithm;
       }
       report.rows.push_back(std::move(row));
     }

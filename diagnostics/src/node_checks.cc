@@ -20,11 +20,9 @@
 #include "commkit/common/dynamic_library.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/check.h"
-#include "check_support.h"
-#include "nccl_libraries.h"
+#include "commkit/topology/nccl_libraries.h"
 #include "commkit/topology/netif.h"
-
-extern char** environ;
+#include "check_support.h"
 
 namespace commkit::diagnostics {
 namespace internal {
@@ -34,26 +32,7 @@ std::string FactOr(const CheckContext& ctx, std::string_view name, const std::fu
   return v.ok() ? *v : StrCat("error: ", v.status().message());
 }
 
-std::map<std::string, std::string> NodeEnv(const CheckContext& ctx) {
-  std::string text = FactOr(ctx, "env", [] {
-    std::vector<std::string> lines;
-    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-      std::string_view kv(*e);
-      if (StartsWith(kv, "NCCL_") || StartsWith(kv, "FI_") || StartsWith(kv, "CUDA_VISIBLE_DEVICES=") ||
-          StartsWith(kv, "LD_LIBRARY_PATH=") || StartsWith(kv, "TORCH_NCCL_") || StartsWith(kv, "UCX_") ||
-          StartsWith(kv, "MASTER_ADDR=") || StartsWith(kv, "VIRTUAL_ENV=") || StartsWith(kv, "CONDA_PREFIX="))
-        lines.emplace_back(kv);
-    }
-    std::sort(lines.begin(), lines.end());
-    return Join(lines, "\n");
-  });
-  std::map<std::string, std::string> env;
-  for (const std::string& line : Split(text, '\n', true)) {
-    auto eq = line.find('=');
-    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
-  }
-  return env;
-}
+std::map<std::string, std::string> NodeEnv(const CheckContext& ctx) { return topology::NodeEnvironment(*ctx.system); }
 
 }  // namespace internal
 
@@ -86,9 +65,7 @@ bool HasIb(const Ctx& ctx) {
   return ib.ok() && !ib->empty();
 }
 
-CheckOutcome Outcome(CheckStatus s, std::string summary, std::vector<std::string> evidence = {}, std::string fix = "") {
-  return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
-}
+using internal::Outcome;
 
 // --- shm.size ---------------------------------------------------------------------------------
 // Catalog: NCCL's SHM transport creates one ~9.6 MB segment (9637888 bytes) per peer pair
@@ -455,17 +432,17 @@ CheckOutcome GpuPersistence(const Ctx& ctx) {
 }
 
 // --- nccl.libs --------------------------------------------------------------------------------
-// The NCCL core libraries and the net plugin NCCL would load, as nccl_libraries.h finds them: the
+// The NCCL core libraries and the net plugin NCCL would load, as topology/nccl_libraries.h finds them: the
 // loader path (LD_LIBRARY_PATH, /etc/ld.so.conf, the system dirs), CUDA's and NCCL's install dirs and
 // the nvidia-nccl-cu* wheel that PyTorch pulls in (libnccl.so.2 only: the version from nccl.h).
 CheckOutcome NcclLibs(const Ctx& ctx) {
-  const internal::NcclLibraries libs = internal::FindNcclLibraries(*ctx.system, Env(ctx));
+  const topology::NcclLibraries libs = topology::FindNcclLibraries(*ctx.system, Env(ctx));
   std::map<std::string, std::vector<std::string>> versions;
-  for (const internal::NcclCoreLibrary& l : libs.core) versions[l.version].push_back(l.path);
+  for (const topology::NcclCoreLibrary& l : libs.core) versions[l.version].push_back(l.path);
   std::vector<std::string> ev;
   for (auto& [v, paths] : versions) ev.push_back("NCCL " + v + ": " + Join(paths, " "));
   if (versions.empty()) ev.push_back("searched: " + Join(libs.dirs.All(), " "));
-  for (std::string& line : internal::NcclNetPluginEvidence(libs)) ev.push_back(std::move(line));
+  for (std::string& line : topology::NcclNetPluginEvidence(libs)) ev.push_back(std::move(line));
   if (versions.empty())
     return Outcome(CheckStatus::kSkip,
                    "no libnccl.so.* on the loader path (LD_LIBRARY_PATH, /etc/ld.so.conf) nor in the system, CUDA or "

@@ -16,9 +16,7 @@ namespace {
 
 using namespace commkit::topology;
 
-CheckOutcome Make(CheckStatus s, std::string summary, std::vector<std::string> evidence = {}, std::string fix = "") {
-  return CheckOutcome{s, std::move(summary), std::move(evidence), std::move(fix)};
-}
+using internal::Outcome;
 
 // The run's shared probe (CheckContext::topology): every topology check reads the same report.
 const Result<ProbeReport>& Probe(const CheckContext& ctx) { return ctx.topology(); }
@@ -30,7 +28,7 @@ std::string Describe(const Topology& t, NodeId id) {
 
 CheckOutcome PciLinks(const CheckContext& ctx) {
   const auto& rep = Probe(ctx);
-  if (!rep.ok()) return Make(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
+  if (!rep.ok()) return Outcome(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
   const Topology& t = rep->topology;
   std::vector<std::string> ev, bdfs;
   bool width = false;
@@ -48,9 +46,9 @@ CheckOutcome PciLinks(const CheckContext& ctx) {
                         l.max_width, narrow ? "" : (n.kind == NodeKind::kGpu ? " (speed only: an idle GPU lowers its link speed)" : "")));
     bdfs.push_back(n.pci.bus_id);
   }
-  if (checked == 0) return Make(CheckStatus::kSkip, "no GPU or NIC with PCIe link information");
-  if (ev.empty()) return Make(CheckStatus::kPass, StrCat(checked, " GPU/NIC link(s) at full speed and width"));
-  return Make(width ? CheckStatus::kFail : CheckStatus::kWarn,
+  if (checked == 0) return Outcome(CheckStatus::kSkip, "no GPU or NIC with PCIe link information");
+  if (ev.empty()) return Outcome(CheckStatus::kPass, StrCat(checked, " GPU/NIC link(s) at full speed and width"));
+  return Outcome(width ? CheckStatus::kFail : CheckStatus::kWarn,
               StrCat(ev.size(), " GPU/NIC PCIe link(s) below capability", width ? " (fewer lanes: bandwidth lost for good)" : ""),
               ev,
               StrCat("check under load: lspci -vv -s ", bdfs[0],
@@ -113,9 +111,9 @@ bool P2pDisabledByEnv(const std::map<std::string, std::string>& env) {
 
 CheckOutcome AcsP2p(const CheckContext& ctx) {
   const auto& rep = Probe(ctx);
-  if (!rep.ok()) return Make(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
+  if (!rep.ok()) return Outcome(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
   const Topology& t = rep->topology;
-  if (t.GpuCount() < 2) return Make(CheckStatus::kSkip, StrCat(t.GpuCount(), " GPU(s): peer access needs two"));
+  if (t.GpuCount() < 2) return Outcome(CheckStatus::kSkip, StrCat(t.GpuCount(), " GPU(s): peer access needs two"));
   std::set<std::string> acs(rep->system.acs_enabled_bridges.begin(), rep->system.acs_enabled_bridges.end());
   std::map<std::string, std::vector<std::string>> above;  // bridge -> GPUs under it
   for (NodeId g : t.Gpus())
@@ -140,20 +138,20 @@ CheckOutcome AcsP2p(const CheckContext& ctx) {
   if (above.empty()) {
     if (!no_p2p) {
       if (source.empty()) ev.push_back("peer access unknown: neither CUDA nor NVML answered for these GPUs");
-      return Make(CheckStatus::kPass,
+      return Outcome(CheckStatus::kPass,
                   StrCat("no ACS redirect on bridges above the ", t.GpuCount(), " GPUs",
                          source.empty() ? "" : StrCat("; every GPU pair has peer access (", source, ")")),
                   ev);
     }
     if (disabled)
-      return Make(CheckStatus::kPass,
+      return Outcome(CheckStatus::kPass,
                   StrCat("no GPU peer access: ", which, " (", source, "); NCCL_P2P_DISABLE=1 is set, so NCCL uses shared "
                          "memory between them"),
                   ev);
     // Severity: warn, not fail. The node is not broken (VMs such as AWS g5/g6 and many PCIe boards have no
     // GPU peer access by design) and NCCL's own P2P transport checks cuDeviceCanAccessPeer and normally
     // falls back to shared memory; the failures come from code that enables peer access anyway.
-    return Make(CheckStatus::kWarn,
+    return Outcome(CheckStatus::kWarn,
                 StrCat("no GPU peer access: ", which, " (", source, "; no ACS bridge: VM or platform, e.g. AWS g5) and "
                        "NCCL_P2P_DISABLE is not set: code that enables peer access fails with 'peer access is not supported "
                        "between these two devices' (CUDA error 217: custom all-reduce, CUDA IPC), and NCCL jobs on such VMs "
@@ -166,7 +164,7 @@ CheckOutcome AcsP2p(const CheckContext& ctx) {
   for (const auto& [bridge, gpus] : above) cmds.push_back(StrCat("setpci -s ", bridge, " ECAP_ACS+6.w=0000"));
   // ACS blocking P2P is a platform fault to fix (BIOS/setpci); with NCCL_P2P_DISABLE=1 jobs run, slower.
   const CheckStatus status = no_p2p && !disabled ? CheckStatus::kFail : CheckStatus::kWarn;
-  return Make(status,
+  return Outcome(status,
               StrCat("ACS redirect on ", above.size(), " bridge(s) above GPUs: P2P goes through the root complex or is blocked",
                      no_p2p ? StrCat(" (no peer access: ", which, disabled ? "; NCCL_P2P_DISABLE=1 works around it" : "", ")") : ""),
               ev,
@@ -176,7 +174,7 @@ CheckOutcome AcsP2p(const CheckContext& ctx) {
 
 CheckOutcome RdmaPorts(const CheckContext& ctx) {
   const auto& rep = Probe(ctx);
-  if (!rep.ok()) return Make(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
+  if (!rep.ok()) return Outcome(CheckStatus::kSkip, "cannot probe the topology: " + rep.status().ToString());
   const Topology& t = rep->topology;
   std::vector<std::string> ev, down;
   int ports = 0;
@@ -191,12 +189,12 @@ CheckOutcome RdmaPorts(const CheckContext& ctx) {
       if (p.link_layer == "Ethernet") roce = true;
     }
   }
-  if (ports == 0) return Make(CheckStatus::kSkip, "no RDMA ports (no InfiniBand/RoCE/EFA device)");
+  if (ports == 0) return Outcome(CheckStatus::kSkip, "no RDMA ports (no InfiniBand/RoCE/EFA device)");
   if (down.size() == static_cast<std::size_t>(ports))
-    return Make(CheckStatus::kFail, "no RDMA port is ACTIVE: NCCL falls back to TCP sockets", ev,
+    return Outcome(CheckStatus::kFail, "no RDMA port is ACTIVE: NCCL falls back to TCP sockets", ev,
                 StrCat("check cabling and the subnet manager (ibstat; sminfo) for ", Join(down, " ")));
   if (!down.empty())
-    return Make(CheckStatus::kWarn, StrCat(down.size(), " RDMA port(s) not ACTIVE"), ev,
+    return Outcome(CheckStatus::kWarn, StrCat(down.size(), " RDMA port(s) not ACTIVE"), ev,
                 StrCat("exclude them: export NCCL_IB_HCA=^", Join(down, ",^"), "  or fix the link (ibstat)"));
   if (roce) {
     int v2_v4 = -1;
@@ -207,12 +205,12 @@ CheckOutcome RdmaPorts(const CheckContext& ctx) {
       }
     for (const auto& g : rep->gids) ev.push_back(StrCat("GID ", g.device, ":", g.port, "[", g.index, "] ", g.gid, " ", g.type, " ", g.ndev));
     if (v2_v4 < 0)
-      return Make(CheckStatus::kWarn, "RoCE ports without a RoCE v2 IPv4 GID: traffic cannot be routed across subnets", ev,
+      return Outcome(CheckStatus::kWarn, "RoCE ports without a RoCE v2 IPv4 GID: traffic cannot be routed across subnets", ev,
                   "assign an IPv4 address to the RoCE netdev; NCCL then needs NCCL_IB_GID_INDEX of its RoCE v2 entry");
-    return Make(CheckStatus::kPass, StrCat(ports, " RDMA port(s) ACTIVE; RoCE v2 IPv4 GID at index ", v2_v4), ev,
+    return Outcome(CheckStatus::kPass, StrCat(ports, " RDMA port(s) ACTIVE; RoCE v2 IPv4 GID at index ", v2_v4), ev,
                 StrCat("export NCCL_IB_GID_INDEX=", v2_v4, "  (if not already set)"));
   }
-  return Make(CheckStatus::kPass, StrCat(ports, " RDMA port(s) ACTIVE"), ev);
+  return Outcome(CheckStatus::kPass, StrCat(ports, " RDMA port(s) ACTIVE"), ev);
 }
 
 }  // namespace

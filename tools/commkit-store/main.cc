@@ -14,6 +14,7 @@
 #include "commkit/comm/rendezvous.h"
 #include "commkit/comm/tcp_store.h"
 #include "commkit/common/env.h"
+#include "commkit/common/host_port.h"
 #include "commkit/common/strings.h"
 
 namespace {
@@ -41,14 +42,11 @@ struct ClientArgs {
 };
 
 Result<std::unique_ptr<TcpStore>> Connect(const ClientArgs& a) {
-  auto colon = a.addr.rfind(':');
-  if (colon == std::string::npos) return Status::InvalidArgument(StrCat("--addr '", a.addr, "': expected HOST:PORT"));
-  auto port = ParseInt(a.addr.substr(colon + 1));
-  if (!port || *port < 1 || *port > 65535) return Status::InvalidArgument(StrCat("--addr '", a.addr, "': bad port"));
+  auto hp = ParseHostPort(a.addr);
+  if (!hp.ok()) return hp.status().WithContext("--addr");
   TcpStoreOptions o;
-  o.host = a.addr.substr(0, colon);
-  if (o.host.size() > 2 && o.host.front() == '[') o.host = o.host.substr(1, o.host.size() - 2);
-  o.port = static_cast<int>(*port);
+  o.host = hp->host;
+  o.port = hp->port;
   o.token = a.token;
   if (o.token.empty()) {
     if (const char* t = std::getenv("COMMKIT_STORE_TOKEN")) o.token = t;

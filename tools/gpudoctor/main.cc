@@ -20,6 +20,7 @@
 #include "commkit/diagnostics/cluster.h"
 #include "commkit/common/file_io.h"
 #include "commkit/common/escape.h"
+#include "commkit/common/host_port.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/explain.h"
 #include "commkit/diagnostics/flight_record.h"
@@ -209,11 +210,11 @@ int main(int argc, char** argv) {
         std::cerr << "gpudoctor cluster: --store needs --rank R and --world N with 0 <= R < N\n";
         return kUsageError;
       }
-      std::string hp = store_url.rfind("tcp://", 0) == 0 ? store_url.substr(6) : store_url;
-      auto colon = hp.rfind(':');
-      auto port = colon == std::string::npos ? std::nullopt : std::optional<std::int64_t>(std::atoll(hp.c_str() + colon + 1));
-      if (!port || *port <= 0 || *port > 65535) {
-        std::cerr << "gpudoctor cluster: --store must be HOST:PORT (got '" << store_url << "')\n";
+      const std::string hp = store_url.rfind("tcp://", 0) == 0 ? store_url.substr(6) : store_url;
+      auto endpoint = commkit::ParseHostPort(hp);
+      if (!endpoint.ok()) {
+        std::cerr << "gpudoctor cluster: --store must be HOST:PORT or [IPV6]:PORT (got '" << store_url
+                  << "': " << endpoint.status().message() << ")\n";
         return kUsageError;
       }
       const char* tok = std::getenv("COMMKIT_STORE_TOKEN");  // the job secret, as commkit-run uses it
@@ -221,8 +222,8 @@ int main(int argc, char** argv) {
       if (host_store) {
         commkit::TcpStoreServerOptions so;
         so.token = token;
-        so.host = hp.substr(0, colon);
-        so.port = static_cast<int>(*port);
+        so.host = endpoint->host;
+        so.port = endpoint->port;
         auto s = commkit::TcpStoreServer::Start(so);
         if (!s.ok()) {
           std::cerr << "gpudoctor cluster: cannot host the store: " << s.status().ToString() << "\n";

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "commkit/bench/device.h"
+#include "commkit/comm/nccl/nccl_types.h"
 #include "commkit/common/strings.h"
 #include "raw/raw.h"
 
@@ -16,28 +17,12 @@ namespace commkit::bench::raw {
 namespace {
 
 Result<ncclDataType_t> NcclType(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return ncclFloat32;
-    case DataType::kFloat64: return ncclFloat64;
-    case DataType::kFloat16: return ncclFloat16;
-    case DataType::kBFloat16: return ncclBfloat16;
-    case DataType::kInt8: return ncclInt8;
-    case DataType::kUInt8: return ncclUint8;
-    case DataType::kInt32: return ncclInt32;
-    case DataType::kInt64: return ncclInt64;
-  }
+  if (const int v = comm::nccl::NcclDataType(t); v >= 0) return static_cast<ncclDataType_t>(v);
   return Status::NotSupported(StrCat("commkit-bench: --raw nccl: no NCCL type for ", ToString(t)));
 }
 
 Result<ncclRedOp_t> NcclOp(ReduceKind kind) {
-  switch (kind) {
-    case ReduceKind::kSum: return ncclSum;
-    case ReduceKind::kProd: return ncclProd;
-    case ReduceKind::kMin: return ncclMin;
-    case ReduceKind::kMax: return ncclMax;
-    case ReduceKind::kAvg: return ncclAvg;
-    default: break;
-  }
+  if (const int v = comm::nccl::NcclRedOp(kind); v >= 0) return static_cast<ncclRedOp_t>(v);
   return Status::NotSupported("commkit-bench: --raw nccl: NCCL has sum, prod, min, max and avg only");
 }
 

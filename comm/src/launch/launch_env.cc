@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "commkit/comm/hostlist.h"
+#include "commkit/common/host_port.h"
 #include "commkit/common/strings.h"
 
 extern char** environ;
@@ -389,16 +390,11 @@ Result<LaunchInfo> DetectLaunchEnvironment(const EnvMap& env) {
     for (const char* name : {"AZ_BATCH_MASTER_NODE", "AZ_BATCHAI_MPI_MASTER_NODE"}) {
       const std::string* az = r.Raw(name);
       if (az == nullptr || Trim(*az).empty()) continue;
-      std::string_view value = Trim(*az);
-      auto colon = value.rfind(':');
-      if (colon != std::string_view::npos && value.find(':') == colon) {  // host:port (not an IPv6 literal)
-        auto parsed = ParseInt(value.substr(colon + 1));
-        if (!parsed || *parsed < 1 || *parsed > 65535 || colon == 0)
-          return Status::InvalidArgument(StrCat(name, "='", *az, "' is not host:port with a port in 1-65535"));
-        az_port = static_cast<int>(*parsed);
-        value = value.substr(0, colon);
-      }
-      info.master_addr = std::string(value);
+      auto hp = ParseHostPort(Trim(*az), PortRule::kOptional);
+      if (!hp.ok())
+        return Status::InvalidArgument(StrCat(name, "='", *az, "' is not host:port with a port in 1-65535 (", hp.status().message(), ")"));
+      az_port = hp->port;
+      info.master_addr = hp->host;
       info.variables.emplace_back(name);
       from_azure = true;
       break;

@@ -11,6 +11,7 @@
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/tcp_store.h"
 #include "commkit/common/env.h"
+#include "commkit/common/host_port.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
@@ -18,34 +19,20 @@ namespace commkit {
 
 namespace {
 
-struct HostPort {
-  std::string host;
-  int port = 0;
-  std::string path;
+struct StoreAddress {
+  HostPort endpoint;
+  std::string path;  // after the first '/': the etcd key prefix
 };
 
-Result<HostPort> ParseHostPort(std::string_view rest, std::string_view url) {
-  HostPort hp;
+// "HOST:PORT[/path]" after the scheme of a COMMKIT_STORE URL.
+Result<StoreAddress> ParseStoreAddress(std::string_view rest, std::string_view url) {
+  StoreAddress a;
   auto slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  if (slash != std::string_view::npos) hp.path = std::string(rest.substr(slash + 1));
-  std::size_t colon;
-  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
-    auto close = authority.find(']');
-    if (close == std::string_view::npos) return Status::InvalidArgument(StrCat("COMMKIT_STORE='", url, "': bad IPv6 address"));
-    hp.host = std::string(authority.substr(1, close - 1));
-    colon = authority.find(':', close);
-  } else {
-    colon = authority.rfind(':');
-    hp.host = std::string(authority.substr(0, colon));
-  }
-  if (colon == std::string_view::npos || hp.host.empty())
-    return Status::InvalidArgument(StrCat("COMMKIT_STORE='", url, "': expected HOST:PORT"));
-  auto port = ParseInt(authority.substr(colon + 1));
-  if (!port || *port < 1 || *port > 65535)
-    return Status::InvalidArgument(StrCat("COMMKIT_STORE='", url, "': port must be 1-65535"));
-  hp.port = static_cast<int>(*port);
-  return hp;
+  if (slash != std::string_view::npos) a.path = std::string(rest.substr(slash + 1));
+  auto hp = ParseHostPort(rest.substr(0, slash));
+  if (!hp.ok()) return hp.status().WithContext(StrCat("COMMKIT_STORE='", url, "'"));
+  a.endpoint = std::move(hp).value();
+  return a;
 }
 
 Status MissingRanks(const Status& waited, Store& store, const LaunchInfo& info, const std::string& who,
@@ -72,7 +59,8 @@ Result<std::shared_ptr<Store>> OpenStore(const std::string& url, const LaunchInf
                                          bool hosted, std::chrono::milliseconds timeout) {
   std::shared_ptr<Store> store;
   if (StartsWith(url, "tcp://")) {
-    COMMKIT_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(std::string_view(url).substr(6), url));
+    COMMKIT_ASSIGN_OR_RETURN(StoreAddress a, ParseStoreAddress(std::string_view(url).substr(6), url));
+    const HostPort& hp = a.endpoint;
     TcpStoreOptions o;
     o.host = hp.host;
     o.port = hp.port;
@@ -96,11 +84,11 @@ Result<std::shared_ptr<Store>> OpenStore(const std::string& url, const LaunchInf
     COMMKIT_ASSIGN_OR_RETURN(auto file, FileStore::Open(dir));
     store = std::move(file);
   } else if (StartsWith(url, "etcd://")) {
-    COMMKIT_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(std::string_view(url).substr(7), url));
+    COMMKIT_ASSIGN_OR_RETURN(StoreAddress a, ParseStoreAddress(std::string_view(url).substr(7), url));
     EtcdStoreOptions o;
-    o.host = hp.host;
-    o.port = hp.port;
-    if (!hp.path.empty()) o.prefix = hp.path.back() == '/' ? hp.path : hp.path + "/";
+    o.host = a.endpoint.host;
+    o.port = a.endpoint.port;
+    if (!a.path.empty()) o.prefix = a.path.back() == '/' ? a.path : a.path + "/";
     o.timeout = timeout;
     // A crashed run's keys vanish ten minutes after its last rank died (generations keep runs apart
     // meanwhile; docs/launchers.md).
@@ -182,8 +170,7 @@ Result<Rendezvous> RendezvousFromEnvironment(const EnvMap& env, const Rendezvous
     own_store = true;
   } else {
     if (url.empty())
-      url = StrCat("tcp://", info.master_addr.find(':') != std::string::npos ? "[" + info.master_addr + "]" : info.master_addr,
-                   ":", info.master_port);
+      url = StrCat("tcp://", FormatHostPort(info.master_addr, info.master_port));
     auto store = OpenStore(url, info, token, hosted, timeout);
     if (!store.ok()) return store.status().WithContext(StrCat(who, ": rendezvous"));
     base = std::move(store).value();

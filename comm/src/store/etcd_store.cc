@@ -4,8 +4,8 @@
 #include <mutex>
 #include <thread>
 
+#include "commkit/common/socket.h"
 #include "commkit/common/strings.h"
-#include "net/socket.h"
 #include "poll_wait.h"
 
 namespace commkit {

@@ -11,7 +11,7 @@
 #include "commkit/comm/tcp_store.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
-#include "net/socket.h"
+#include "commkit/common/socket.h"
 #include "tcp_protocol.h"
 
 namespace commkit {

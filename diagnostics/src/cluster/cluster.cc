@@ -3,10 +3,8 @@
 #include "commkit/diagnostics/cluster.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,63 +18,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commkit/common/host_port.h"
 #include "commkit/common/log.h"
+#include "commkit/common/socket.h"
 #include "commkit/common/strings.h"
+#include "commkit/topology/nccl_libraries.h"
 #include "commkit/topology/netif.h"
 #include "commkit/topology/probe.h"
 #include "../check_support.h"
-#include "../nccl_libraries.h"
 
 namespace commkit::diagnostics {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = net::Clock;
 using nlohmann::json;
-
-int RemainingMs(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left < 0 ? 0 : static_cast<int>(left);
-}
-
-// Waits for fd to become ready for `events` until deadline. Returns false on timeout/error.
-bool PollUntil(int fd, short events, Clock::time_point deadline) {
-  while (true) {
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, RemainingMs(deadline));
-    if (r > 0) return true;
-    if (r == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
-
-bool SendAll(int fd, const char* data, std::size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    if (!PollUntil(fd, POLLOUT, deadline)) return false;
-    ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
-    }
-    data += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-bool RecvAll(int fd, char* data, std::size_t n, Clock::time_point deadline) {
-  while (n > 0) {
-    if (!PollUntil(fd, POLLIN, deadline)) return false;
-    ssize_t r = ::recv(fd, data, n, 0);
-    if (r == 0) return false;
-    if (r < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return false;
-    }
-    data += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
 
 // Probe protocol: client sends 8-byte big-endian length L (capped), then L bytes; server replies 1 byte.
 constexpr std::int64_t kMaxProbeBytes = 256 << 20;
@@ -128,28 +83,20 @@ class ProbeServer {
     }
   }
   void Serve(int c) {
+    net::Socket socket(c);
     auto deadline = Clock::now() + io_timeout_ * 4;
     unsigned char hdr[8];
-    if (RecvAll(c, reinterpret_cast<char*>(hdr), 8, deadline)) {
-      std::int64_t n = 0;
-      for (unsigned char b : hdr) n = (n << 8) | b;
-      if (n >= 0 && n <= kMaxProbeBytes) {
-        std::vector<char> buf(1 << 16);
-        bool ok = true;
-        while (n > 0 && ok && !stop_) {
-          std::size_t chunk = static_cast<std::size_t>(std::min<std::int64_t>(n, static_cast<std::int64_t>(buf.size())));
-          if (!PollUntil(c, POLLIN, deadline)) break;
-          ssize_t r = ::recv(c, buf.data(), chunk, 0);
-          if (r <= 0) {
-            ok = r < 0 && (errno == EINTR || errno == EAGAIN);
-            continue;
-          }
-          n -= r;
-        }
-        if (n == 0) SendAll(c, "k", 1, deadline);
-      }
+    if (!net::RecvExact(c, reinterpret_cast<char*>(hdr), 8, deadline).ok()) return;
+    std::int64_t n = 0;
+    for (unsigned char b : hdr) n = (n << 8) | b;
+    if (n < 0 || n > kMaxProbeBytes) return;
+    std::vector<char> buf(1 << 16);
+    while (n > 0 && !stop_) {
+      const auto chunk = static_cast<std::size_t>(std::min<std::int64_t>(n, static_cast<std::int64_t>(buf.size())));
+      if (!net::RecvExact(c, buf.data(), chunk, deadline).ok()) return;
+      n -= static_cast<std::int64_t>(chunk);
     }
-    ::close(c);
+    if (n == 0) (void)net::SendAll(c, "k", deadline);
   }
   int fd_ = -1;
   int port_ = 0;
@@ -159,70 +106,35 @@ class ProbeServer {
   std::vector<std::thread> workers_;  // touched only by thread_ until Stop joins it
 };
 
-std::pair<std::string, std::string> SplitHostPort(const std::string& hp) {
-  auto colon = hp.rfind(':');
-  if (colon == std::string::npos) return {hp, ""};
-  std::string host = hp.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  return {host, hp.substr(colon + 1)};
-}
-
 ClusterLink Probe(int from, int to, const std::string& target, std::int64_t bytes, std::chrono::milliseconds timeout) {
   ClusterLink link{from, to, false, "", 0};
-  auto [host, port] = SplitHostPort(target);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); rc != 0) {
-    link.error = StrCat("bad address '", target, "': ", gai_strerror(rc));
+  auto hp = ParseHostPort(target);
+  if (!hp.ok()) {
+    link.error = StrCat("bad peer address: ", hp.status().message());
     return link;
   }
-  int fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  auto deadline = Clock::now() + timeout;
-  int rc = fd < 0 ? -1 : ::connect(fd, res->ai_addr, res->ai_addrlen);
-  int err = rc == 0 ? 0 : errno;
-  ::freeaddrinfo(res);
-  if (fd < 0) {
-    link.error = StrCat("socket: ", std::strerror(err));
+  auto fd = net::ConnectWithDeadline(hp->host, hp->port, Clock::now() + timeout);
+  if (!fd.ok()) {
+    link.error = fd.status().message();
     return link;
   }
-  if (rc != 0 && err == EINPROGRESS) {
-    if (!PollUntil(fd, POLLOUT, deadline)) {
-      err = ETIMEDOUT;
-    } else {
-      socklen_t len = sizeof err;
-      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    }
-  }
-  if (err != 0) {
-    ::close(fd);
-    if (err == ECONNREFUSED) link.error = "refused (nothing listening, or a firewall REJECT rule)";
-    else if (err == ETIMEDOUT) link.error = StrCat("timeout after ", timeout.count(), " ms (packets dropped: firewall DROP, wrong route or host down)");
-    else if (err == ENETUNREACH || err == EHOSTUNREACH) link.error = StrCat("no route (", std::strerror(err), ")");
-    else link.error = std::strerror(err);
-    link.error += " connecting to " + target;
-    return link;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  net::Socket socket(*fd);
   unsigned char hdr[8];
   for (int i = 0; i < 8; ++i) hdr[i] = static_cast<unsigned char>(bytes >> (8 * (7 - i)));
   auto start = Clock::now();
   auto xfer_deadline = start + timeout * 4;
-  bool ok = SendAll(fd, reinterpret_cast<char*>(hdr), 8, xfer_deadline);
+  Status s = net::SendAll(*fd, std::string_view(reinterpret_cast<char*>(hdr), 8), xfer_deadline);
   std::vector<char> buf(1 << 16, 'x');
-  for (std::int64_t left = bytes; ok && left > 0;) {
+  for (std::int64_t left = bytes; s.ok() && left > 0;) {
     std::size_t n = static_cast<std::size_t>(std::min<std::int64_t>(left, static_cast<std::int64_t>(buf.size())));
-    ok = SendAll(fd, buf.data(), n, xfer_deadline);
+    s = net::SendAll(*fd, std::string_view(buf.data(), n), xfer_deadline);
     left -= static_cast<std::int64_t>(n);
   }
   char ack = 0;
-  ok = ok && RecvAll(fd, &ack, 1, xfer_deadline) && ack == 'k';
+  if (s.ok()) s = net::RecvExact(*fd, &ack, 1, xfer_deadline);
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  ::close(fd);
   link.ok = true;  // connected: the connectivity matrix cell passes
-  if (!ok) link.error = "connected, but the bandwidth transfer did not complete in time";
+  if (!s.ok() || ack != 'k') link.error = "connected, but the bandwidth transfer did not complete in time";
   else if (bytes > 0 && secs > 0) link.mbytes_per_s = static_cast<double>(bytes) / secs / 1e6;
   return link;
 }
@@ -298,9 +210,9 @@ std::map<std::string, std::string> CollectClusterFacts(const CheckContext& conte
     const int v = topo->gpu.cuda_driver_version;  // 12040
     facts["cuda.driver_version"] = StrCat(v / 1000, ".", v % 1000 / 10);
   }
-  const internal::NcclLibraries nccl = internal::FindNcclLibraries(view, env);
-  if (std::string v = internal::NcclVersionFact(nccl); !v.empty()) facts["nccl.version"] = v;
-  facts["nccl.net_plugins"] = internal::NcclNetPluginsFact(nccl);
+  const topology::NcclLibraries nccl = topology::FindNcclLibraries(view, env);
+  if (std::string v = topology::NcclVersionFact(nccl); !v.empty()) facts["nccl.version"] = v;
+  facts["nccl.net_plugins"] = topology::NcclNetPluginsFact(nccl);
   auto net = topology::ProbeNetwork(view);
   if (net.ok()) {
     std::vector<std::string> names;
@@ -360,8 +272,7 @@ Result<std::optional<ClusterReport>> RunCluster(Store& store, const CheckRegistr
   } else if (Status s = server.Start(address, o.connect_timeout); !s.ok()) {
     me.listen_error = s.message();
   } else {
-    me.listen = address.find(':') != std::string::npos ? StrCat("[", address, "]:", server.port())
-                                                       : StrCat(address, ":", server.port());
+    me.listen = FormatHostPort(address, server.port());
   }
   COMMKIT_RETURN_IF_ERROR(store.Set(Key(o, "node", o.rank), HostToJson(me, me.report.ToJson()).dump()));
 

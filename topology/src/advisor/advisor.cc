@@ -322,8 +322,11 @@ void Efa(const ProbeReport& rep, Builder& b) {
   }
   if (rep.system.ofi_nccl_plugin.empty())
     b.Finding("aws-ofi-nccl plugin (libnccl-net.so) not found in the usual places: NCCL will use sockets over ENA; install it or set NCCL_NET_PLUGIN");
-  else
+  else if (rep.system.ofi_nccl_plugin_loadable)
     b.Finding(StrCat("aws-ofi-nccl plugin found: ", rep.system.ofi_nccl_plugin));
+  else
+    b.Finding(StrCat("aws-ofi-nccl plugin installed at ", rep.system.ofi_nccl_plugin, " but NCCL would not load it (not on the "
+                     "loader path): add its directory to LD_LIBRARY_PATH or set NCCL_NET_PLUGIN to its path"));
   if (rep.system.uverbs.empty())
     b.Finding("no /dev/infiniband/uverbs*: in a container pass the EFA devices (--device /dev/infiniband/uverbsN), else fi_getinfo finds no efa provider");
 }

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "commkit/common/socket.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/cost_model.h"
 
@@ -42,24 +43,12 @@ void SetTimeouts(int fd, double seconds) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
-bool SendAll(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
+// Blocking sockets with SO_RCVTIMEO/SO_SNDTIMEO: the kernel wakes a waiting call (no poll() in the
+// timed ping-pong); the deadline bounds the whole measurement.
+bool SendAll(int fd, const char* p, std::size_t n, Clock::time_point deadline) {
+  return net::SendAll(fd, std::string_view(p, n), deadline).ok();
 }
-bool RecvAll(int fd, char* p, std::size_t n) {
-  while (n > 0) {
-    ssize_t k = ::recv(fd, p, n, 0);
-    if (k <= 0) return false;
-    p += k;
-    n -= static_cast<std::size_t>(k);
-  }
-  return true;
-}
+bool RecvAll(int fd, char* p, std::size_t n, Clock::time_point deadline) { return net::RecvExact(fd, p, n, deadline).ok(); }
 
 // Ping-pong then one-way stream over 127.0.0.1; false (with a note) on any failure or timeout.
 bool MeasureLoopback(const HostProfileOptions& o, HostProfile& out) {
@@ -77,18 +66,21 @@ bool MeasureLoopback(const HostProfileOptions& o, HostProfile& out) {
   const std::size_t chunk = 1 << 20;
   const int pings = std::max(1, o.pingpongs);
   const std::size_t stream = std::max(chunk, o.stream_bytes);
+  const Clock::time_point deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.time_limit_s));
   std::thread echo([&] {
-    Fd client(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (client.fd < 0) return;
+    auto fd = net::ConnectWithDeadline("127.0.0.1", ntohs(addr.sin_port), deadline);
+    if (!fd.ok()) return;
+    Fd client(*fd);
+    if (!net::SetBlocking(client.fd, true).ok()) return;
     SetTimeouts(client.fd, o.time_limit_s);
-    if (::connect(client.fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) return;
     char b = 0;
     for (int i = 0; i < pings; ++i)
-      if (!RecvAll(client.fd, &b, 1) || !SendAll(client.fd, &b, 1)) return;
+      if (!RecvAll(client.fd, &b, 1, deadline) || !SendAll(client.fd, &b, 1, deadline)) return;
     std::vector<char> buf(chunk);
     for (std::size_t done = 0; done < stream; done += chunk)
-      if (!RecvAll(client.fd, buf.data(), chunk)) return;
-    SendAll(client.fd, &b, 1);
+      if (!RecvAll(client.fd, buf.data(), chunk, deadline)) return;
+    SendAll(client.fd, &b, 1, deadline);
   });
   bool ok = false;
   {
@@ -99,15 +91,15 @@ bool MeasureLoopback(const HostProfileOptions& o, HostProfile& out) {
       auto t0 = Clock::now();
       int i = 0;
       for (; i < pings; ++i)
-        if (!SendAll(conn.fd, &b, 1) || !RecvAll(conn.fd, &b, 1)) break;
+        if (!SendAll(conn.fd, &b, 1, deadline) || !RecvAll(conn.fd, &b, 1, deadline)) break;
       auto t1 = Clock::now();
       if (i == pings) {
         out.loopback_alpha_s = Seconds(t0, t1) / pings / 2;
         std::vector<char> buf(chunk, 'x');
         std::size_t done = 0;
         for (; done < stream; done += chunk)
-          if (!SendAll(conn.fd, buf.data(), chunk)) break;
-        if (done >= stream && RecvAll(conn.fd, &b, 1)) {
+          if (!SendAll(conn.fd, buf.data(), chunk, deadline)) break;
+        if (done >= stream && RecvAll(conn.fd, &b, 1, deadline)) {
           out.loopback_beta_Bps = static_cast<double>(stream) / Seconds(t1, Clock::now());
           ok = true;
         }

@@ -13,19 +13,15 @@
 #include <pugixml.hpp>
 
 #include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 #include "commkit/topology/import.h"
+#include "import/xml_load.h"
 
 namespace commkit::topology {
 namespace {
 
 constexpr int kMaxDepth = 128;
 constexpr std::size_t kMaxMatrix = 4096;
-
-int LineOf(std::string_view text, std::ptrdiff_t offset) {
-  if (offset < 0) return 0;
-  const std::size_t end = std::min(text.size(), static_cast<std::size_t>(offset));
-  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
-}
 
 bool StartsWithDigits(std::string_view s, std::string_view prefix) {
   if (s.size() <= prefix.size() || s.compare(0, prefix.size(), prefix) != 0) return false;
@@ -39,11 +35,7 @@ class HwlocReader {
 
   Result<Topology> Run() {
     pugi::xml_document doc;
-    pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
-    if (!pr) {
-      return Status::DataLoss(StrCat(origin_, ":", LineOf(text_, pr.offset), ": not well-formed XML (",
-                                     pr.description(), "); check the file is complete"));
-    }
+    COMMKIT_RETURN_IF_ERROR(internal::LoadXml(doc, text_, origin_));
     pugi::xml_node root = doc.child("topology");
     if (!root) return Status::DataLoss(StrCat(origin_, ": no <topology> element; not an hwloc XML"));
     topo_.metadata().source = TopologySource::kHwlocXml;
@@ -59,7 +51,7 @@ class HwlocReader {
   }
 
  private:
-  int Line(pugi::xml_node n) const { return LineOf(text_, n.offset_debug()); }
+  int Line(pugi::xml_node n) const { return LineOfOffset(text_, n.offset_debug()); }
   Status Error(pugi::xml_node n, std::string_view what) const {
     return Status::DataLoss(StrCat(origin_, ":", Line(n), ": ", what));
   }

@@ -8,7 +8,9 @@
 
 #include "commkit/common/file_io.h"
 #include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 #include "commkit/topology/import.h"
+#include "import/xml_load.h"
 #include "commkit/topology/json.h"
 
 namespace commkit::topology {
@@ -17,23 +19,13 @@ namespace {
 constexpr std::size_t kMaxInputBytes = 64u << 20;
 constexpr int kMaxDepth = 64;
 
-int LineOf(std::string_view text, std::ptrdiff_t offset) {
-  if (offset < 0) return 0;
-  const std::size_t end = std::min(text.size(), static_cast<std::size_t>(offset));
-  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
-}
-
 class NcclXmlReader {
  public:
   NcclXmlReader(std::string_view text, std::string_view origin) : text_(text), origin_(origin) {}
 
   Result<Topology> Run() {
     pugi::xml_document doc;
-    pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
-    if (!pr) {
-      return Status::DataLoss(StrCat(origin_, ":", LineOf(text_, pr.offset), ": not well-formed XML (",
-                                     pr.description(), "); check the file is complete"));
-    }
+    COMMKIT_RETURN_IF_ERROR(internal::LoadXml(doc, text_, origin_));
     if (doc.child("graphs")) {
       return Status::InvalidArgument(StrCat(origin_, ": an NCCL graph file (<graphs>, NCCL_GRAPH_DUMP_FILE), ",
                                             "not a topology; pass the NCCL_TOPO_DUMP_FILE output instead"));
@@ -69,7 +61,7 @@ class NcclXmlReader {
     int line;
   };
 
-  int Line(pugi::xml_node n) const { return LineOf(text_, n.offset_debug()); }
+  int Line(pugi::xml_node n) const { return LineOfOffset(text_, n.offset_debug()); }
   void Note(pugi::xml_node n, std::string what) {
     topo_.metadata().notes.push_back(StrCat(origin_, ":", Line(n), ": ", what));
   }

@@ -9,8 +9,10 @@
 
 #include "commkit/common/config.h"
 #include "commkit/common/strings.h"
+#include "commkit/common/text.h"
 #include "commkit/topology/hwloc.h"
 #include "commkit/topology/import.h"
+#include "import/xml_load.h"
 
 namespace commkit::topology {
 namespace {
@@ -19,12 +21,6 @@ using json = nlohmann::json;
 
 constexpr int kMaxDepth = 128;
 constexpr std::size_t kMaxWords = 4096;  // 131072 bits: far above any machine
-
-int LineOf(std::string_view text, std::ptrdiff_t offset) {
-  if (offset < 0) return 0;
-  const std::size_t end = std::min(text.size(), static_cast<std::size_t>(offset));
-  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n'));
-}
 
 int HexDigit(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -51,11 +47,7 @@ class LocalityReader {
 
   Result<HwlocLocality> Run() {
     pugi::xml_document doc;
-    pugi::xml_parse_result pr = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default, pugi::encoding_utf8);
-    if (!pr) {
-      return Status::DataLoss(StrCat(origin_, ":", LineOf(text_, pr.offset), ": not well-formed XML (", pr.description(),
-                                     "); check the file is complete"));
-    }
+    COMMKIT_RETURN_IF_ERROR(internal::LoadXml(doc, text_, origin_));
     pugi::xml_node root = doc.child("topology");
     if (!root) return Status::DataLoss(StrCat(origin_, ": no <topology> element; not an hwloc XML"));
     for (pugi::xml_node o : root.children("object")) COMMKIT_RETURN_IF_ERROR(Walk(o, Context{}, 0));
@@ -71,7 +63,7 @@ class LocalityReader {
   };
 
   Status Walk(pugi::xml_node o, Context ctx, int depth) {
-    if (depth > kMaxDepth) return Status::DataLoss(StrCat(origin_, ":", LineOf(text_, o.offset_debug()), ": objects nested deeper than 128 levels"));
+    if (depth > kMaxDepth) return Status::DataLoss(StrCat(origin_, ":", LineOfOffset(text_, o.offset_debug()), ": objects nested deeper than 128 levels"));
     const std::string_view type = o.attribute("type").as_string();
     if (auto a = o.attribute("cpuset")) ctx.cpuset = a.as_string();
     if (auto a = o.attribute("nodeset")) ctx.nodeset = a.as_string();

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "commkit/common/host_port.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/netif.h"
 
@@ -338,13 +339,8 @@ NcclSocketChoice PredictNcclSocketInterfaces(const NetworkInfo& net, const NcclS
     choice.selected = FindInterfaces(net, ParseIfnameSpec("ib"), family, max_ifs);
     if (choice.selected.empty() && options.comm_id) {
       // findInterfaceMatchSubnet: the first interface on the same subnet as NCCL_COMM_ID's host.
-      std::string host = *options.comm_id;
-      if (!host.empty() && host[0] == '[') {
-        host = host.substr(1, host.find(']') == std::string::npos ? std::string::npos : host.find(']') - 1);
-      } else if (auto c = host.rfind(':'); c != std::string::npos && host.find(':') == c) {
-        host.resize(c);
-      }
-      if (auto target = ParseAddress(host)) {
+      auto endpoint = ParseHostPort(*options.comm_id, PortRule::kOptional);
+      if (auto target = endpoint.ok() ? ParseAddress(endpoint->host) : std::nullopt) {
         for (const auto& a : net.addresses) {
           auto bin = ParseAddress(a.address);
           if (bin && bin->family == target->family && (!family || *family == a.family) &&

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "commkit/common/strings.h"
+#include "commkit/topology/nccl_libraries.h"
 #include "commkit/topology/probe.h"
 #include "commkit/topology/hwloc.h"
 #include "commkit/topology/libfabric.h"
@@ -487,13 +488,12 @@ Result<ProbeReport> ProbeTopology(const SystemView& view, const ProbeOptions& op
     if (auto l = view.ListDir("/dev/infiniband"); l.ok())
       for (const auto& e : *l)
         if (StartsWith(e, "uverbs")) r.system.uverbs.push_back(e);
-    for (const char* path : {"/opt/amazon/ofi-nccl/lib/libnccl-net-ofi.so", "/opt/amazon/ofi-nccl/lib/libnccl-net.so",
-                             "/opt/aws-ofi-nccl/lib/libnccl-net.so", "/usr/local/lib/libnccl-net.so",
-                             "/usr/lib/x86_64-linux-gnu/libnccl-net.so", "/usr/lib64/libnccl-net.so"}) {
-      if (view.Exists(path)) {
-        r.system.ofi_nccl_plugin = path;
-        break;
-      }
+    const NcclLibraries nccl = FindNcclLibraries(view, NodeEnvironment(view));  // NCCL's own plugin search
+    if (const auto loadable = nccl.Loadable(); !loadable.empty()) {
+      r.system.ofi_nccl_plugin = loadable.front()->path;
+      r.system.ofi_nccl_plugin_loadable = true;
+    } else if (!nccl.unused_plugins.empty()) {
+      r.system.ofi_nccl_plugin = nccl.unused_plugins.front();
     }
     auto ibdevs = view.ListDir("/sys/class/infiniband");
     if (!ibdevs.ok()) {

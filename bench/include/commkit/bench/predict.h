@@ -4,7 +4,10 @@
 // prediction is the faster of the two. All-reduce only; other collectives get none.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commkit/bench/report.h"
@@ -22,8 +25,18 @@ struct PredictionModel {
 // cost model's documented defaults.
 PredictionModel MakePredictionModel(bool measure);
 
-// Fills pred_busbw_gbps / pred_algorithm of every all-reduce row (Gloo rows use the TCP loopback
-// link, every other backend shared memory).
+struct AllreducePrediction {
+  double busbw_gbps = 0;  // GB/s (1e9 bytes per second)
+  std::string algorithm;  // the faster model algorithm: "ring", "recursive_doubling"
+};
+
+// The prediction for one all-reduce of `bytes` per rank over `nranks` ranks of `backend` on this host:
+// Gloo (and raw Gloo) on the TCP loopback link, every other backend on shared memory. nullopt when the
+// model has none (nranks < 1).
+std::optional<AllreducePrediction> PredictAllreduce(const PredictionModel& model, std::string_view backend, int nranks,
+                                                    std::size_t bytes);
+
+// Fills pred_busbw_gbps / pred_algorithm of every all-reduce row with PredictAllreduce.
 void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows);
 
 }  // namespace commkit::bench

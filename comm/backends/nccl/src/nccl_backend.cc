@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "commkit/comm/nccl/nccl_runtime.h"
+#include "commkit/comm/nccl/nccl_types.h"
 #include "commkit/comm/registry.h"
 #include "commkit/comm/nccl/watchdog.h"
 #include "commkit/common/env.h"
@@ -66,30 +67,8 @@ Status RunPreInitHook(const NcclBackendOptions& options) {
   return Status::Ok();
 }
 
-int ToNccl(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return ncclFloat32;
-    case DataType::kFloat64: return ncclFloat64;
-    case DataType::kFloat16: return ncclFloat16;
-    case DataType::kBFloat16: return ncclBfloat16;
-    case DataType::kInt8: return ncclInt8;
-    case DataType::kUInt8: return ncclUint8;
-    case DataType::kInt32: return ncclInt32;
-    case DataType::kInt64: return ncclInt64;
-  }
-  return -1;
-}
-
-int ToNccl(ReduceKind k) {
-  switch (k) {
-    case ReduceKind::kSum: return ncclSum;
-    case ReduceKind::kProd: return ncclProd;
-    case ReduceKind::kMin: return ncclMin;
-    case ReduceKind::kMax: return ncclMax;
-    case ReduceKind::kAvg: return ncclAvg;
-    default: return -1;  // PREMUL_SUM is created per call; bitwise ops are unsupported
-  }
-}
+int ToNccl(DataType t) { return NcclDataType(t); }
+int ToNccl(ReduceKind k) { return NcclRedOp(k); }
 
 cudaStream_t AsStream(void* s) { return static_cast<cudaStream_t>(s); }
 

@@ -12,6 +12,7 @@
 
 #include "commkit/common/status.h"
 #include "commkit/common/system_view.h"
+#include "commkit/common/text.h"
 
 namespace commkit::topology {
 struct ProbeReport;  // commkit/topology/probe.h
@@ -73,8 +74,8 @@ class CheckRegistry {
   std::vector<Check> checks_;
 };
 
-// Glob match with * and ? (fnmatch-style, no character classes).
-bool GlobMatch(std::string_view pattern, std::string_view text);
+// Check ids and categories are selected with commkit::GlobMatch (commkit/common/text.h).
+using ::commkit::GlobMatch;
 
 struct Selection {
   // id or category globs; a glob also matches ids under it as a prefix ("shm" selects "shm.size").

@@ -1,6 +1,7 @@
 // `gpudoctor --bench`: a short local all-reduce on each available CPU backend (ranks as threads over
 // an in-process HashStore), with bus bandwidth next to the topology cost model's prediction for this
-// host (topology/cost_model.h: HostProfile -> HostShape -> CostModel::Best). A smoke test of the comm
+// host, both computed as commkit-bench computes them (bench/collective.h ComputeBandwidth,
+// bench/predict.h PredictAllreduce: HostProfile -> HostShape -> CostModel::Best). A smoke test of the comm
 // stack and a sanity check of the model, not a benchmark: use commkit-bench for real sweeps.
 //
 // Blocking; bounded: every operation times out after `op_timeout`, a size is started only while the

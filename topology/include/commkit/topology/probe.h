@@ -109,7 +109,9 @@ struct SystemInfo {
   std::string nv_peer_mem_version;
   std::vector<std::string> uverbs;   // /dev/infiniband/uverbs*
   bool efa_present = false;
-  std::string ofi_nccl_plugin;       // path of libnccl-net(-ofi).so when found in the usual places
+  std::string ofi_nccl_plugin;       // the net plugin NCCL would load (nccl_libraries.h), else an installed
+                                     // libnccl-net*.so it would not load; empty when none is found
+  bool ofi_nccl_plugin_loadable = false;  // ofi_nccl_plugin is what NCCL loads (not merely installed)
   std::string cpu_vendor, cpu_model;
   std::string dmi_sys_vendor;        // /sys/class/dmi/id/sys_vendor ("Amazon EC2", "Microsoft Corporation", "Google")
   std::string dmi_product_name;      // /sys/class/dmi/id/product_name ("p5.48xlarge", "Virtual Machine", "Google Compute Engine")

@@ -1,4 +1,4 @@
-#include "net/socket.h"
+#include "commkit/common/socket.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "commkit/common/host_port.h"
 #include "commkit/common/strings.h"
 
 namespace commkit::net {
@@ -33,9 +34,27 @@ Status PollFor(int fd, short events, Clock::time_point deadline) {
   }
 }
 
+// What a failed connect usually means, for the person reading the error.
+Status ConnectError(int err, const std::string& host, int port) {
+  const std::string where = StrCat("connect to ", FormatHostPort(host, port), ": ");
+  switch (err) {
+    case ETIMEDOUT:
+      return Status::Timeout(StrCat(where, "timed out (no answer: packets dropped by a firewall DROP rule, a wrong route, "
+                                           "or the host is down)"));
+    case ECONNREFUSED:
+      return Status::SystemError(StrCat(where, "refused (nothing listening, or a firewall REJECT rule; errno ", err, ")"));
+    case ENETUNREACH:
+    case EHOSTUNREACH:
+      return Status::SystemError(StrCat(where, "no route (", std::strerror(err), "; errno ", err, ")"));
+    default:
+      return Status::FromErrno(err, StrCat(where, "connect"));
+  }
+}
+
 }  // namespace
 
 Result<int> ConnectWithDeadline(const std::string& host, int port, Clock::time_point deadline) {
+  if (port < 1 || port > 65535) return Status::InvalidArgument(StrCat("connect to '", host, "': port ", port, " is not in 1-65535"));
   struct addrinfo hints {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -44,32 +63,40 @@ Result<int> ConnectWithDeadline(const std::string& host, int port, Clock::time_p
   std::string port_text = std::to_string(port);
   int rc = ::getaddrinfo(host.c_str(), port_text.c_str(), &hints, &res);
   if (rc != 0) return Status::Unavailable(StrCat("cannot resolve '", host, "': ", ::gai_strerror(rc)));
-  Status last = Status::Unavailable("no address");
+  Status last = Status::Unavailable(StrCat("cannot resolve '", host, "': no address"));
   for (auto* ai = res; ai != nullptr; ai = ai->ai_next) {
     int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-    if (fd < 0) continue;
-    int crc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
-    if (crc != 0 && errno == EINPROGRESS) {
-      struct pollfd p {fd, POLLOUT, 0};
-      int prc = ::poll(&p, 1, RemainingMs(deadline));
-      int err = 0;
-      socklen_t len = sizeof(err);
-      if (prc == 1) ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      else err = ETIMEDOUT;
-      crc = err == 0 ? 0 : -1;
-      errno = err;
+    if (fd < 0) {
+      last = Status::FromErrno(errno, "socket");
+      continue;
     }
-    if (crc == 0) {
+    int crc = ::connect(fd, ai->ai_addr, ai->ai_addrlen);
+    int err = crc == 0 ? 0 : errno;
+    if (crc != 0 && err == EINPROGRESS) {
+      err = PollFor(fd, POLLOUT, deadline).ok() ? 0 : ETIMEDOUT;
+      socklen_t len = sizeof(err);
+      if (err == 0 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    }
+    if (err == 0) {
       int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       ::freeaddrinfo(res);
       return fd;
     }
-    last = Status::FromErrno(errno, "connect");
+    last = ConnectError(err, host, port);
     ::close(fd);
+    if (err == ETIMEDOUT) break;  // the deadline is spent: the other addresses would time out at once
   }
   ::freeaddrinfo(res);
   return last;
+}
+
+Status SetBlocking(int fd, bool blocking) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return Status::FromErrno(errno, "fcntl(F_GETFL)");
+  flags = blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK;
+  if (::fcntl(fd, F_SETFL, flags) != 0) return Status::FromErrno(errno, "fcntl(F_SETFL)");
+  return Status::Ok();
 }
 
 Status SendAll(int fd, std::string_view data, Clock::time_point deadline) {
@@ -84,7 +111,7 @@ Status SendAll(int fd, std::string_view data, Clock::time_point deadline) {
       COMMKIT_RETURN_IF_ERROR(PollFor(fd, POLLOUT, deadline));
       continue;
     }
-    return Status::RemoteError(StrCat("send failed: ", std::strerror(errno), " (server gone?)"));
+    return Status::RemoteError(StrCat("send failed: ", std::strerror(errno), " (has the peer exited?)"));
   }
   return Status::Ok();
 }
@@ -97,7 +124,7 @@ Status RecvExact(int fd, char* out, std::size_t n, Clock::time_point deadline) {
       n -= static_cast<std::size_t>(r);
       continue;
     }
-    if (r == 0) return Status::RemoteError("the server closed the connection (did the store's process exit?)");
+    if (r == 0) return Status::RemoteError("the peer closed the connection (did its process exit?)");
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       COMMKIT_RETURN_IF_ERROR(PollFor(fd, POLLIN, deadline));

@@ -1,5 +1,5 @@
 // Finding the NCCL core library and the net plugins NCCL would load (see nccl_libraries.h).
-#include "nccl_libraries.h"
+#include "commkit/topology/nccl_libraries.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -9,9 +9,10 @@
 #include <set>
 
 #include "commkit/common/strings.h"
-#include "commkit/diagnostics/check.h"
+#include "commkit/common/text.h"
+#include "commkit/topology/advisor.h"
 
-namespace commkit::diagnostics::internal {
+namespace commkit::topology {
 namespace {
 
 namespace fs = std::filesystem;
@@ -117,6 +118,17 @@ std::vector<std::string> RequestedPlugins(const std::map<std::string, std::strin
 }
 
 }  // namespace
+
+std::map<std::string, std::string> NodeEnvironment(const SystemView& view) {
+  auto text = view.Fact("env", []() -> Result<std::string> { return AdvisorOptions::EnvFact(); });
+  std::map<std::string, std::string> env;
+  if (!text.ok()) return env;
+  for (const std::string& line : Split(*text, '\n', true)) {
+    auto eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
 
 std::vector<std::string> NcclSearchDirs::All() const {
   std::vector<std::string> all = loader;
@@ -365,4 +377,4 @@ std::string NcclNetPluginsFact(const NcclLibraries& libs) {
   return out;
 }
 
-}  // namespace commkit::diagnostics::internal
+}  // namespace commkit::topology

@@ -1,7 +1,8 @@
 // The NCCL libraries a host has: the core library's version(s) and the net plugins NCCL would dlopen.
 // Everything is read through a SystemView, so live runs, snapshots and hand-made test trees agree.
 //
-// Search (one place for every caller; private to the diagnostics module):
+// Search (one place for every caller: gpudoctor's nccl.libs and net.efa checks, its cluster facts, and
+// the topology probe's net-plugin fact the advisor reads):
 //  * the dynamic loader's path, in dlopen order: LD_LIBRARY_PATH, the /etc/ld.so.conf directories
 //    (with their `include` globs), then glibc's system dirs: /lib/<multiarch>, /usr/lib/<multiarch>
 //    (x86_64-linux-gnu, aarch64-linux-gnu), /lib, /usr/lib, /lib64, /usr/lib64;
@@ -27,7 +28,12 @@
 
 #include "commkit/common/system_view.h"
 
-namespace commkit::diagnostics::internal {
+namespace commkit::topology {
+
+// The node's environment as the SystemView fact "env" (AdvisorOptions::EnvFact's NCCL_*, FI_*,
+// LD_LIBRARY_PATH, VIRTUAL_ENV, CONDA_PREFIX, ... lines): live, this process's; replayed, the captured
+// one (empty when the capture has none).
+std::map<std::string, std::string> NodeEnvironment(const SystemView& view);
 
 struct NcclSearchDirs {
   std::vector<std::string> loader;  // where dlopen("name") looks, in order (deduplicated by real path)
@@ -85,4 +91,4 @@ std::vector<std::string> NcclNetPluginEvidence(const NcclLibraries& libs);
 std::string NcclVersionFact(const NcclLibraries& libs);
 std::string NcclNetPluginsFact(const NcclLibraries& libs);
 
-}  // namespace commkit::diagnostics::internal
+}  // namespace commkit::topology

@@ -1,1 +1,0 @@
-list(APPEND COMMKIT_COMM_SOURCES src/net/socket.cc)
