@@ -5,6 +5,7 @@
 
 #include "candidates.h"
 #include "cause_families.h"
+#include "code_rules.h"
 #include "commkit/common/strings.h"
 
 namespace commkit::diagnostics::explain {
@@ -266,7 +267,8 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
         c.Hit("ib.memlock", Contains(l, "ibv_create_qp") ? 55 : 42, false, "Creating an RDMA queue failed; the usual "
               "cause is a low locked-memory limit (not shown by the log)", &m);
     }
-    if (Contains(l, "ibv_modify_qp") && err) {
+    // ENODEV from the verb names a missing device, not an unroutable GID.
+    if (Contains(l, "ibv_modify_qp") && err && !Contains(l, "no such device")) {
       bool gid_table = !f.gids.empty() || roce || f.env.count("NCCL_IB_GID_INDEX") != 0;
       c.Hit("ib.gid_index", gid_table ? 70 : 52, false, "Connecting the RDMA queue pair failed (ibv_modify_qp): on RoCE "
             "usually a GID index whose address is not routable between the hosts (e.g. link-local fe80::)", &m);
@@ -275,11 +277,16 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     // ("max locked memory (kbytes, -l) unlimited" is `ulimit -a` showing the limit is fine.)
     if (Any(l, {"rlimit_memlock is", "couldn't lock memory", "limit memory registrations", "max locked memory",
                 "ulimit -l"}) &&
-        !EndsWith(Trim(l), "unlimited"))
-      c.Hit("ib.memlock", 88, true, "libibverbs reports the locked-memory limit (RLIMIT_MEMLOCK) is too low for RDMA "
-            "registrations", &m);
+        !EndsWith(Trim(l), "unlimited")) {
+      // A library's own advice ("Please set max locked memory ...") is a guess printed with any ENOMEM, not a
+      // measurement that the limit is what failed.
+      bool advice = Any(l, {"please set", "please increase", "please raise", "consider "});
+      c.Hit("ib.memlock", advice ? 72 : 88, !advice, "libibverbs reports the locked-memory limit (RLIMIT_MEMLOCK) is "
+            "too low for RDMA registrations", &m);
+    }
     bool completion = Any(l, {"got completion", "completion with error", "transport retry counter exceeded",
-                              "ibv_wc_", "retry exceeded", "wc status", "work request flushed"});
+                              "ibv_wc_", "retry exceeded", "wc status", "work request flushed",
+                              "ibv_poll_cq"});
     if (completion) {
       long long status = -1;
       for (const char* k : {"status=", "with error ", "status "}) {
@@ -308,6 +315,16 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
                 "unable to open device", "net/ib : unable"})) {
       bool expected = f.env.count("NCCL_IB_HCA") != 0 || env("NCCL_NET") == "IB";
       c.Hit("ib.no_device", expected ? 58 : 32, false, "NCCL's IB transport found no RDMA device", &m);
+    }
+    // NCCL >= 2.19: no network plugin (not even the internal IB / socket ones) could start.
+    if (Contains(l, "failed to initialize any net plugin")) {
+      if (efa_ctx)
+        c.Hit("efa.provider", 60, false, "No NCCL network plugin could be initialised (the aws-ofi-nccl / libfabric "
+              "one included)", &m);
+      else
+        c.Hit("ib.no_device", f.env.count("NCCL_IB_HCA") ? 62 : 56, false, "No NCCL network plugin could be "
+              "initialised: the RDMA devices are not visible here (/dev/infiniband not passed in, or NCCL_IB_HCA "
+              "names none)", &m);
     }
     if (Any(l, {"gpu direct rdma disabled", "gdr disabled", "nvidia-peermem", "nvidia_peermem", "nv_peer_mem",
                 "gdrdma disabled"}))
@@ -338,8 +355,27 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       c.Hit("collective.mismatch", 86, true, "NCCL saw a peer post a different collective / size (collective "
             "mismatch)", &m);
     if (Contains(l, "detected mismatch between collectives") || Contains(l, "collective fingerprint") ||
-        Contains(l, "mismatch between collectives"))
-      c.Hit("collective.mismatch", 95, true, "Ranks called different collectives (desync)", &m);
+        Contains(l, "mismatch between collectives")) {
+      // The fingerprints name what differs. Only a different operation, shape or dtype proves ranks issued
+      // different collectives; the same operation at another sequence number is also what a rank that fell
+      // one call behind (or the checker's own bookkeeping) looks like.
+      std::vector<std::string> ops, shapes;
+      for (std::string_view key : {"optype=", "tensorshape="})
+        for (std::size_t at = l.find(key); at != std::string::npos; at = l.find(key, at + 1)) {
+          std::size_t end = l.find_first_of(",)", at + key.size());
+          std::string v = l.substr(at + key.size(), end == std::string::npos ? std::string::npos : end - at - key.size());
+          (key == "optype=" ? ops : shapes).push_back(v);
+        }
+      auto all_same = [](const std::vector<std::string>& v) {
+        return std::all_of(v.begin(), v.end(), [&](const std::string& x) { return x == v.front(); });
+      };
+      bool only_sequence = ops.size() >= 2 && all_same(ops) && all_same(shapes);
+      if (only_sequence)
+        c.Hit("collective.mismatch", 68, false, "Ranks' collective fingerprints differ only in their sequence number "
+              "(same operation): one rank is a call behind the others", &m);
+      else
+        c.Hit("collective.mismatch", 95, true, "Ranks called different collectives (desync)", &m);
+    }
     // NCCL's socket transport got a different size than the receiver posted; from 2.27 NCCL itself
     // names mismatched collective sizes / NCCL_PROTO / NCCL_ALGO between ranks. In bootstrap the
     // exchanged structures are fixed per release, so a size difference there points at mixed versions.
@@ -526,6 +562,7 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
   for (const auto& [k, v] : ctx.facts.env)
     if (k.rfind("FI_", 0) == 0) efa_ctx = true;
   MessageRules(ctx, c, store_ctx, efa_ctx);
+  CodeRules(ctx, c);
   FactRules(ctx, c);
   KnownBugRules(ctx, c);
   // Specific causes explain the generic symptoms (a closed connection, a collective timeout): keep the

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "error_codes.h"
+
 namespace commkit::diagnostics::explain {
 
 namespace {
@@ -46,22 +48,7 @@ int RankInBody(std::string_view body) {
   return -1;
 }
 
-struct ErrnoName {
-  const char* text;
-  const char* name;
-};
-constexpr ErrnoName kErrnos[] = {
-    {"no space left on device", "ENOSPC"},     {"cannot allocate memory", "ENOMEM"},
-    {"connection refused", "ECONNREFUSED"},    {"connection timed out", "ETIMEDOUT"},
-    {"no route to host", "EHOSTUNREACH"},      {"network is unreachable", "ENETUNREACH"},
-    {"address already in use", "EADDRINUSE"},  {"connection reset by peer", "ECONNRESET"},
-    {"software caused connection abort", "ECONNABORTED"},
-    {"no such file or directory", "ENOENT"},   {"no such device", "ENODEV"},
-    {"operation not permitted", "EPERM"},      {"permission denied", "EACCES"},
-    {"broken pipe", "EPIPE"},                  {"bad address", "EFAULT"},
-    {"resource temporarily unavailable", "EAGAIN"}, {"too many open files", "EMFILE"},
-    {"cannot assign requested address", "EADDRNOTAVAIL"},
-};
+
 
 // "eth0:10.0.0.1<0>", "[0]eth0:10.0.0.1<0>" -> "eth0"
 std::string InterfaceName(std::string_view tok) {
@@ -305,8 +292,7 @@ void ExtractFacts(const std::vector<Message>& messages, const std::vector<std::s
     Transports(body, f);
     Environment(body, f);
     Gids(body, f);
-    for (const ErrnoName& e : kErrnos)
-      if (Contains(m.lower, e.text)) AddUnique(f.errnos, std::string(e.name));
+    for (std::string& e : ErrnosIn(m.lower)) AddUnique(f.errnos, e);
     Progress(m, names, f);
     if (f.first_error.line == 0 && LooksLikeError(m) && !IsEnvelopeOrHeader(m)) f.first_error = Evidence(m, names);
   }

@@ -1,0 +1,98 @@
+#include "code_rules.h"
+
+#include <algorithm>
+
+#include "error_codes.h"
+
+namespace commkit::diagnostics::explain {
+
+namespace {
+
+bool Has(const std::vector<std::string>& v, std::string_view x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+bool AnyOf(const std::string& l, std::initializer_list<const char*> words) {
+  for (const char* w : words)
+    if (l.find(w) != std::string::npos) return true;
+  return false;
+}
+
+// NCCL source files whose failures point at one subsystem (used only when the message itself names no
+// cause: these are weak, low-confidence hints).
+struct FileHint {
+  const char* file;
+  const char* family;
+  int score;
+  const char* cause;
+};
+constexpr FileHint kFileHints[] = {
+    {"transport/p2p", "p2p.unsupported", 40,
+     "A CUDA call failed inside NCCL's P2P transport (transport/p2p.cc): peer access / CUDA IPC between these GPUs "
+     "is the usual suspect"},
+    {"graph/xml", "topo.file", 45, "NCCL failed while reading a topology XML (graph/xml): NCCL_TOPO_FILE or a "
+     "plugin-provided topology file"},
+    {"graph/topo", "topo.file", 40, "NCCL failed while building the topology (graph/topo.cc)"},
+};
+
+}  // namespace
+
+void CodeRules(const RuleContext& ctx, Candidates& c) {
+  bool efa_env = false;
+  for (const auto& [k, v] : ctx.facts.env)
+    if (k.rfind("FI_", 0) == 0) efa_env = true;
+  bool earlier_cuda_code = false;
+  for (const Message& m : ctx.messages) {
+    const std::string& l = m.lower;
+    // An errno or a CUDA code is itself a failure report, worded or not ("fi_getinfo: -61 (No data
+    // available)"); an INFO banner is not.
+    int catalog_code = -1;
+    if (m.match.entry != nullptr && m.match.entry->source == "cudart") catalog_code = CudaCodeOfCatalogFiles(m.match.entry->files);
+    std::vector<int> codes = CudaCodesIn(l, catalog_code);
+    std::vector<std::string> errs = ErrnosIn(l);
+    if (!LooksLikeError(m) && (m.line->nccl_info || (codes.empty() && errs.empty()))) continue;
+
+    // --- CUDA codes
+    bool any_family = false;
+    for (int code : codes) {
+      const CudaCodeMeaning* meaning = CudaCode(code);
+      if (meaning == nullptr || meaning->family[0] == '\0') continue;
+      any_family = true;
+      std::string_view family = meaning->family;
+      // A missing / invalid device after another CUDA failure is usually its consequence.
+      if (family == "cuda.no_device" && earlier_cuda_code) {
+        c.Hit(family, 52, false, std::string(meaning->cause) + " (after an earlier CUDA failure)", &m);
+        continue;
+      }
+      c.Hit(family, meaning->score, meaning->provable, meaning->cause, &m);
+    }
+    if (!codes.empty()) {
+      // cudaErrorInvalidValue says where, not why: inside the P2P transport it points at peer access.
+      if (!any_family && std::find(codes.begin(), codes.end(), 1) != codes.end() && Contains(l, "transport/p2p"))
+        c.Hit("p2p.unsupported", 45, false, "A CUDA call inside NCCL's P2P transport was refused (invalid argument): "
+              "CUDA IPC / peer access between these GPUs", &m);
+      earlier_cuda_code = true;
+    }
+
+    // --- errnos reported by a subsystem
+    bool verbs = AnyOf(l, {"ibv_", "mlx5", "register memory", "register_mr", "reg_mr", "fi_mr_reg", "mr_reg"});
+    if (verbs && Has(errs, "ENODEV"))
+      c.Hit("ib.no_device", 62, false, "An RDMA verb failed with ENODEV (no such device): the HCA NCCL picked is "
+            "not usable here (wrong NCCL_IB_HCA, device not passed into the container, or an SR-IOV function that "
+            "moved)", &m);
+    if (verbs && Has(errs, "ENOMEM") && AnyOf(l, {"register memory", "register_mr", "reg_mr", "mr_reg"}))
+      c.Hit("ib.memlock", 80, false, "Registering memory with the NIC failed with ENOMEM: the locked-memory limit "
+            "(ulimit -l) is too low for the job", &m);
+    bool ofi = efa_env || AnyOf(l, {"fi_getinfo", "fi_info", "net/ofi", "libfabric"});
+    if (ofi && Has(errs, "ENODATA"))
+      c.Hit("efa.provider", 66, false, "libfabric found no usable provider (fi_getinfo: -61 / FI_ENODATA): the EFA "
+            "devices or the efa provider are not available in this environment", &m);
+
+    // --- the NCCL source file of a warning
+    if (m.line->nccl_warn && codes.empty())
+      for (const FileHint& h : kFileHints)
+        if (Contains(m.line->nccl_file, h.file)) c.Hit(h.family, h.score, false, h.cause, &m);
+  }
+}
+
+}  // namespace commkit::diagnostics::explain
