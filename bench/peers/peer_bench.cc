@@ -3,7 +3,11 @@
 // Built by scripts/peer-bench (not by CMake: each MPI has its own headers and launcher):
 //   any MPI (Open MPI, MPICH, Intel MPI): MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block;
 //   -DPEER_CCL, against Intel MPI + oneCCL: ccl::allreduce, ccl::allgather, ccl::reduce_scatter, with
-//   MPI only for launch, the key-value store address, barriers and the cross-rank time reduction.
+//   MPI only for launch, the key-value store address, barriers and the cross-rank time reduction;
+//   --ceiling (any MPI build, all-reduce only): the memory ceiling of an all-reduce measured in the same
+//   run: every rank's input and output live in one MPI shared-memory window, and rank r sums slice r of
+//   all inputs and stores it into slice r of every output in one pass (each byte read once, each result
+//   written once: the least memory traffic any all-reduce can have), then all ranks meet at a barrier.
 // Conventions follow commkit-bench (docs/benchmarks.md) so rows compare one to one: `size` is the
 // largest buffer a rank touches, time per call is the mean over the iterations and the maximum over
 // ranks, busbw = size / time x 2(n-1)/n (all-reduce) or (n-1)/n, iterations shrink above
@@ -41,6 +45,7 @@ struct Options {
   std::size_t min_bytes = 8, max_bytes = 1 << 20, large_bytes = 16u << 20;
   int factor = 2, warmup = 5, iters = 20;
   bool check = true;
+  bool ceiling = false;
   std::string label = "peer";
 };
 
@@ -115,15 +120,18 @@ Options Parse(int argc, char** argv) {
       o.large_bytes = ParseBytes(value());
     } else if (a == "--check") {
       o.check = ParseInt(value(), "--check") != 0;
+    } else if (a == "--ceiling") {
+      o.ceiling = true;
     } else if (a == "--label") {
       o.label = value();
     } else {
       Fail("unknown argument '" + std::string(a) +
            "'; usage: peer-bench -c allreduce,allgather,reduce_scatter -b 8 -e 1M -f 2 -w 5 -n 20 "
-           "[--large-bytes 16M] [--check 1] [--label NAME]");
+           "[--large-bytes 16M] [--check 1] [--label NAME] [--ceiling]");
     }
   }
   if (o.colls.empty()) o.colls = {Coll::kAllreduce, Coll::kAllgather, Coll::kReduceScatter};
+  if (o.ceiling) o.colls = {Coll::kAllreduce};
   if (o.factor < 2 || o.iters < 1 || o.min_bytes < 4 || o.max_bytes < o.min_bytes) Fail("bad sweep arguments");
   return o;
 }
@@ -246,6 +254,82 @@ class Library {
 #endif
 };
 
+#ifndef PEER_CCL
+// The memory ceiling (see the top of the file). Run() ignores the caller's buffers: the window holds
+// n inputs and n outputs of the largest size, laid out [in_0 .. in_{n-1}, out_0 .. out_{n-1}].
+class Ceiling {
+ public:
+  Ceiling(int rank, int nranks, std::size_t max_elems) : rank_(rank), nranks_(nranks), stride_(max_elems) {
+    const std::size_t mine = rank == 0 ? 2 * static_cast<std::size_t>(nranks) * max_elems * sizeof(float) : 0;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node_);
+    void* base = nullptr;
+    if (MPI_Win_allocate_shared(static_cast<MPI_Aint>(mine), sizeof(float), MPI_INFO_NULL, node_, &base, &win_) !=
+        MPI_SUCCESS) {
+      Fail("MPI_Win_allocate_shared failed (the ceiling needs every rank on one node)");
+    }
+    MPI_Aint size = 0;
+    int disp = 0;
+    MPI_Win_shared_query(win_, 0, &size, &disp, &base);
+    base_ = static_cast<float*>(base);
+    // Each rank faults in its own slice of every buffer, as it will touch them.
+    const auto n = static_cast<std::size_t>(nranks);
+    for (std::size_t b = 0; b < 2 * n; ++b) {
+      std::memset(base_ + b * stride_ + static_cast<std::size_t>(rank) * (stride_ / n), 0, stride_ / n * sizeof(float));
+    }
+    MPI_Barrier(node_);
+  }
+  ~Ceiling() {
+    MPI_Win_free(&win_);
+    MPI_Comm_free(&node_);
+  }
+  Ceiling(const Ceiling&) = delete;
+  Ceiling& operator=(const Ceiling&) = delete;
+
+  float* Input(int r) { return base_ + static_cast<std::size_t>(r) * stride_; }
+  float* Output(int r) { return base_ + (static_cast<std::size_t>(nranks_ + r)) * stride_; }
+
+  void Run(std::size_t count) {
+    const auto n = static_cast<std::size_t>(nranks_);
+    const std::size_t per = (count + n - 1) / n;
+    const std::size_t begin = std::min(count, per * static_cast<std::size_t>(rank_));
+    const std::size_t end = std::min(count, begin + per);
+    if (nranks_ == 2) {
+      const float* __restrict a = Input(0) + begin;
+      const float* __restrict b = Input(1) + begin;
+      float* __restrict x = Output(0) + begin;
+      float* __restrict y = Output(1) + begin;
+      for (std::size_t i = 0; i < end - begin; ++i) x[i] = y[i] = a[i] + b[i];
+    } else {
+      for (std::size_t i = begin; i < end; ++i) {
+        float s = 0.0f;
+        for (int r = 0; r < nranks_; ++r) s += Input(r)[i];
+        for (int r = 0; r < nranks_; ++r) Output(r)[i] = s;
+      }
+    }
+    MPI_Barrier(node_);
+  }
+
+  std::uint64_t Verify(std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) Input(rank_)[i] = Pattern(rank_, i);
+    MPI_Barrier(node_);
+    Run(count);
+    const float n = static_cast<float>(nranks_);
+    std::uint64_t wrong = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (Output(rank_)[i] != n * (n + 1.0f) / 2.0f + n * static_cast<float>(i % 7)) ++wrong;
+    }
+    return wrong;
+  }
+
+ private:
+  int rank_, nranks_;
+  std::size_t stride_;
+  MPI_Comm node_ = MPI_COMM_NULL;
+  MPI_Win win_ = MPI_WIN_NULL;
+  float* base_ = nullptr;
+};
+#endif
+
 std::vector<std::size_t> Sizes(const Options& o) {
   std::vector<std::size_t> sizes;
   for (std::size_t s = o.min_bytes; s <= o.max_bytes; s *= static_cast<std::size_t>(o.factor)) {
@@ -269,34 +353,48 @@ int main(int argc, char** argv) {
   {
     Library lib(rank, nranks);
     const std::size_t max_elems = sizes.back() / sizeof(float) + 1;
-    Buffer send = Allocate(max_elems), recv = Allocate(max_elems);
+    Buffer send = Allocate(o.ceiling ? 1 : max_elems), recv = Allocate(o.ceiling ? 1 : max_elems);
+#ifdef PEER_CCL
+    if (o.ceiling) Fail("--ceiling is built with the MPI programs, not with oneCCL");
+    auto run = [&](Coll c, const Counts& k) { lib.Run(c, send.get(), recv.get(), k); };
+    auto verify = [&](Coll c, const Counts& k) { return lib.Verify(c, send.get(), recv.get(), k); };
+#else
+    std::unique_ptr<Ceiling> ceiling = o.ceiling ? std::make_unique<Ceiling>(rank, nranks, max_elems) : nullptr;
+    auto run = [&](Coll c, const Counts& k) {
+      if (ceiling) ceiling->Run(k.count);
+      else lib.Run(c, send.get(), recv.get(), k);
+    };
+    auto verify = [&](Coll c, const Counts& k) {
+      return ceiling ? ceiling->Verify(k.count) : lib.Verify(c, send.get(), recv.get(), k);
+    };
+#endif
     for (Coll c : o.colls) {
       {  // warmup at the largest size (connections, internal buffers), as commkit-bench does
         int warmup = 0, iters = 0;
         ItersFor(o, sizes.back(), warmup, iters);
         const Counts k = CountsFor(c, sizes.back(), nranks);
-        for (int i = 0; i < std::max(1, warmup); ++i) lib.Run(c, send.get(), recv.get(), k);
+        for (int i = 0; i < std::max(1, warmup); ++i) run(c, k);
       }
       for (std::size_t bytes : sizes) {
         const Counts k = CountsFor(c, bytes, nranks);
         if (k.count == 0) continue;
         int warmup = 0, iters = 0;
         ItersFor(o, bytes, warmup, iters);
-        for (int i = 0; i < warmup; ++i) lib.Run(c, send.get(), recv.get(), k);
+        for (int i = 0; i < warmup; ++i) run(c, k);
         MPI_Barrier(MPI_COMM_WORLD);
         const auto start = Clock::now();
-        for (int i = 0; i < iters; ++i) lib.Run(c, send.get(), recv.get(), k);
+        for (int i = 0; i < iters; ++i) run(c, k);
         const double mine = std::chrono::duration<double>(Clock::now() - start).count() / iters;
         double seconds = 0.0;
         MPI_Allreduce(&mine, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        std::uint64_t wrong = o.check ? lib.Verify(c, send.get(), recv.get(), k) : 0, all_wrong = 0;
+        std::uint64_t wrong = o.check ? verify(c, k) : 0, all_wrong = 0;
         MPI_Allreduce(&wrong, &all_wrong, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
         total_wrong += all_wrong;
         if (rank == 0) {
           const double algbw = seconds > 0 ? static_cast<double>(bytes) / seconds / 1e9 : 0.0;
           std::printf(
               "{\"peer\":\"%s\",\"collective\":\"%s\",\"size\":%zu,\"count\":%zu,\"nranks\":%d,"
-              "\"time_us\":%.4f,\"algbw_gbps\":%.4f,\"busbw_gbps\":%.4f,\"wrong\":%llu,\"checked\":%s,"
+              "\"time_us\":%.6g,\"algbw_gbps\":%.6g,\"busbw_gbps\":%.6g,\"wrong\":%llu,\"checked\":%s,"
               "\"warmup\":%d,\"iters\":%d}\n",
               o.label.c_str(), Name(c), bytes, k.count, nranks, seconds * 1e6, algbw, algbw * BusFactor(c, nranks),
               static_cast<unsigned long long>(all_wrong), o.check ? "true" : "false", warmup, iters);
