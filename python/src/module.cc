@@ -10,8 +10,10 @@
 #include "commkit/common/system_view.h"
 #include "commkit/topology/advisor.h"
 #include "commkit/topology/probe.h"
+#include "errors.h"
 #include "store_adapter.h"
 #include "torch_backend.h"
+#include "work.h"
 
 #if COMMKIT_TORCH_WITH_NCCL
 #include "commkit/comm/nccl/nccl_backend.h"
@@ -19,6 +21,7 @@
 
 namespace py = pybind11;
 using commkit::torch_ext::CommkitBackend;
+using commkit::torch_ext::CommkitWork;
 
 namespace {
 
@@ -105,6 +108,18 @@ PYBIND11_MODULE(_C, m) {
                              "The commkit backend that runs CPU tensors (host, gloo, mpi)")
       .def_property_readonly("device_backend", &CommkitBackend::DeviceBackendName,
                              "The commkit backend that runs CUDA tensors once the first one ran ('' before)");
+
+  // Every Work this backend returns is a CommkitWork; registered as a subclass of torch's Work, Python
+  // sees it as commkit._C.Work (an instance of torch.distributed.Work) with torch's methods. torch's own
+  // Work.exception binding cannot convert a std::exception_ptr (in torch 2.11 it raises TypeError,
+  // failed or not), so commkit/__init__.py defines Work.exception over _raise_exception.
+  py::class_<CommkitWork, c10d::Work, c10::intrusive_ptr<CommkitWork>>(m, "Work")
+      .def(
+          "_raise_exception",
+          [](const CommkitWork& w) {
+            if (std::exception_ptr e = w.exception()) std::rethrow_exception(e);
+          },
+          "Raises the exception the operation failed with; returns None when it did not fail (or is running)");
 
   m.def("_create_backend", &CreateBackend, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_s"),
         py::arg("host_backend") = "host", py::arg("device_backend") = "nccl");
