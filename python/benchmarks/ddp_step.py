@@ -43,8 +43,9 @@ def worker(args) -> None:
 
     x = torch.randn(args.batch, args.width)
     results = {"world": world, "params": sum(p.numel() for p in model().parameters())}
-    nets = {"commkit": DDP(model(), process_group=dist.group.WORLD, bucket_cap_mb=25),
-            "gloo": DDP(model(), process_group=gloo, bucket_cap_mb=25)}
+    view = args.bucket_view
+    nets = {"commkit": DDP(model(), process_group=dist.group.WORLD, bucket_cap_mb=25, gradient_as_bucket_view=view),
+            "gloo": DDP(model(), process_group=gloo, bucket_cap_mb=25, gradient_as_bucket_view=view)}
     times = {k: [] for k in nets}
     for step in range(args.warmup + args.steps):
         for name, net in nets.items():  # alternate, so both see the same machine state
@@ -99,7 +100,9 @@ def breakdown(args, model, x, gloo) -> dict:
 
     probe_net = DDP(model(), process_group=dist.group.WORLD, bucket_cap_mb=25)
     probe_net.register_comm_hook(None, record)
-    probe_net(x).sum().backward()
+    for _ in range(2):  # DDP rebuilds its buckets after the first iteration: keep the second's
+        sizes.clear()
+        probe_net(x).sum().backward()
     plain = model()
     out = {"bucket_mb": [round(n * 4 / 2**20, 1) for n in sizes]}
 
@@ -176,6 +179,8 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=5000, help="8-byte all_reduce calls for the glue numbers")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--bucket-view", action="store_true",
+                   help="DDP(gradient_as_bucket_view=True) for both backends (no gradient copies into and out of buckets)")
     p.add_argument("--breakdown", action="store_true",
                    help="also time the step without DDP and the bucket all-reduces alone, per backend")
     args = p.parse_args()
