@@ -90,6 +90,8 @@ def breakdown(args, model, x, gloo) -> dict:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    import commkit
+
     sizes = []
 
     def record(state, bucket):  # DDP's buckets, in the order it reduces them
@@ -131,6 +133,10 @@ def breakdown(args, model, x, gloo) -> dict:
             for w in works:
                 w.wait()
         out[f"{name}_buckets_allreduce_ms"] = median_max(comm)
+    # The backend's own cost at bucket size: the c10d call against commkit's ProcessGroup directly on
+    # the same tensor (a copy in the backend would show as a difference of a copy's time).
+    big = commkit._glue_bench(iters=args.steps, count=max(sizes))
+    out["bucket_c10d_ms"], out["bucket_commkit_ms"] = big["backend_us"] / 1e3, big["commkit_us"] / 1e3
     # The memory traffic floor of one pass over the gradients on this machine: one copy of them.
     src, dst = torch.ones(sum(sizes)), torch.empty(sum(sizes))
     out["gradient_copy_ms"] = median_max(lambda: dst.copy_(src))
@@ -162,7 +168,9 @@ def launch(args) -> None:
         if "compute_ms" in r:
             print(f"breakdown at {r['world']} ranks: buckets {r['bucket_mb']} MB; compute only "
                   f"{r['compute_ms']:.1f} ms; bucket all-reduces alone: commkit {r['commkit_buckets_allreduce_ms']:.1f} ms, "
-                  f"gloo {r['gloo_buckets_allreduce_ms']:.1f} ms; one copy of the gradients {r['gradient_copy_ms']:.1f} ms")
+                  f"gloo {r['gloo_buckets_allreduce_ms']:.1f} ms; one copy of the gradients {r['gradient_copy_ms']:.1f} ms; "
+                  f"one bucket through the c10d backend {r['bucket_c10d_ms']:.1f} ms, on commkit directly "
+                  f"{r['bucket_commkit_ms']:.1f} ms")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

@@ -112,9 +112,10 @@ def topology_advice(master_addr: str | None = None) -> dict[str, Any]:
     return json.loads(_C._topology_advice_json(master_addr or ""))
 
 
-def _glue_bench(group=None, iters: int = 10000) -> dict[str, float]:
-    """Per-call microseconds of an 8-byte allreduce through the backend vs on commkit directly."""
-    return _C._glue_bench(_commkit_backend(group), iters)
+def _glue_bench(group=None, iters: int = 10000, count: int = 2) -> dict[str, float]:
+    """Per-call microseconds of a float32 allreduce of `count` elements (8 bytes by default) through
+    the backend vs on commkit directly."""
+    return _C._glue_bench(_commkit_backend(group), iters, count)
 
 
 def _work_exception(self) -> BaseException | None:

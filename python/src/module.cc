@@ -58,11 +58,14 @@ std::string TopologyAdviceJson(const std::string& master_addr) {
   return commkit::topology::Advise(*report, opts).ToJson();
 }
 
-// Per-call cost of 8-byte SUM allreduces over `iters` calls: through this backend (the c10d call, the
-// Work, its wait) and straight on the commkit group underneath. The difference is the glue.
-py::dict GlueBench(CommkitBackend& backend, int iters) {
+// Per-call cost of float32 SUM allreduces of `count` elements (8 bytes by default) over `iters` calls:
+// through this backend (the c10d call, the Work, its wait) and straight on the commkit group underneath.
+// The difference is the glue; at large counts it shows whether the backend adds copies.
+py::dict GlueBench(CommkitBackend& backend, int iters, std::int64_t count) {
   using Clock = std::chrono::steady_clock;
-  at::Tensor t = at::zeros({2}, at::kFloat);
+  TORCH_CHECK_VALUE(iters > 0 && count > 0, "commkit: _glue_bench needs iters > 0 and count > 0");
+  at::Tensor t = at::zeros({count}, at::kFloat);
+  const auto n = static_cast<std::size_t>(count);
   std::vector<at::Tensor> ts{t};
   double via_backend = 0, direct = 0;
   {
@@ -74,10 +77,10 @@ py::dict GlueBench(CommkitBackend& backend, int iters) {
     via_backend = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
     commkit::ProcessGroup& pg = backend.host_group();
     float* p = t.data_ptr<float>();
-    for (int i = 0; i < iters / 10 + 1; ++i) (void)(*pg.Allreduce(p, p, 2, commkit::DataType::kFloat32, commkit::ReduceOp::Sum()))->Wait();
+    for (int i = 0; i < iters / 10 + 1; ++i) (void)(*pg.Allreduce(p, p, n, commkit::DataType::kFloat32, commkit::ReduceOp::Sum()))->Wait();
     start = Clock::now();
     for (int i = 0; i < iters; ++i) {
-      auto w = pg.Allreduce(p, p, 2, commkit::DataType::kFloat32, commkit::ReduceOp::Sum());
+      auto w = pg.Allreduce(p, p, n, commkit::DataType::kFloat32, commkit::ReduceOp::Sum());
       if (!w.ok()) commkit::torch_ext::Throw(w.status());
       commkit::Status s = (*w)->Wait();
       if (!s.ok()) commkit::torch_ext::Throw(s);
@@ -86,6 +89,7 @@ py::dict GlueBench(CommkitBackend& backend, int iters) {
   }
   py::dict d;
   d["iters"] = iters;
+  d["count"] = count;
   d["backend_us"] = via_backend;
   d["commkit_us"] = direct;
   d["glue_us"] = via_backend - direct;
@@ -126,5 +130,5 @@ PYBIND11_MODULE(_C, m) {
   m.def("version", [] { return std::string(COMMKIT_VERSION_STRING); });
   m.def("backends", &Backends, "The commkit backends this build has: name, available, reason, memory");
   m.def("_topology_advice_json", &TopologyAdviceJson, py::arg("master_addr") = "");
-  m.def("_glue_bench", &GlueBench, py::arg("backend"), py::arg("iters") = 10000);
+  m.def("_glue_bench", &GlueBench, py::arg("backend"), py::arg("iters") = 10000, py::arg("count") = 2);
 }
