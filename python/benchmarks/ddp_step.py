@@ -43,8 +43,9 @@ def worker(args) -> None:
 
     x = torch.randn(args.batch, args.width)
     results = {"world": world, "params": sum(p.numel() for p in model().parameters())}
-    nets = {"commkit": DDP(model(), process_group=dist.group.WORLD, bucket_cap_mb=25),
-            "gloo": DDP(model(), process_group=gloo, bucket_cap_mb=25)}
+    view = args.bucket_view
+    nets = {"commkit": DDP(model(), process_group=dist.group.WORLD, bucket_cap_mb=25, gradient_as_bucket_view=view),
+            "gloo": DDP(model(), process_group=gloo, bucket_cap_mb=25, gradient_as_bucket_view=view)}
     times = {k: [] for k in nets}
     for step in range(args.warmup + args.steps):
         for name, net in nets.items():  # alternate, so both see the same machine state
@@ -60,6 +61,9 @@ def worker(args) -> None:
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
         results[f"{name}_step_ms"] = t.item() * 1e3
     results["speedup"] = results["gloo_step_ms"] / results["commkit_step_ms"]
+
+    if args.breakdown:
+        results.update(breakdown(args, model, x, gloo))
 
     # Per-call cost of an 8-byte all_reduce: Python torch.distributed (commkit and gloo), the c10d
     # backend call from C++, and commkit's ProcessGroup directly (the glue is the difference).
@@ -77,6 +81,66 @@ def worker(args) -> None:
     if rank == 0:
         print("RESULT " + json.dumps(results), flush=True)
     dist.destroy_process_group()
+
+
+def breakdown(args, model, x, gloo) -> dict:
+    """Where a DDP step's time goes: the same forward/backward without DDP (compute only), and the
+    all-reduce of DDP's own gradient buckets alone, per backend (medians over --steps, max over ranks)."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import commkit
+
+    sizes = []
+
+    def record(state, bucket):  # DDP's buckets, in the order it reduces them
+        sizes.append(bucket.buffer().numel())
+        fut = torch.futures.Future()
+        fut.set_result(bucket.buffer())
+        return fut
+
+    probe_net = DDP(model(), process_group=dist.group.WORLD, bucket_cap_mb=25)
+    probe_net.register_comm_hook(None, record)
+    for _ in range(2):  # DDP rebuilds its buckets after the first iteration: keep the second's
+        sizes.clear()
+        probe_net(x).sum().backward()
+    plain = model()
+    out = {"bucket_mb": [round(n * 4 / 2**20, 1) for n in sizes]}
+
+    def median_max(fn):
+        ts = []
+        for step in range(args.warmup + args.steps):
+            dist.barrier(group=gloo)
+            t0 = time.perf_counter()
+            fn()
+            if step >= args.warmup:
+                ts.append(time.perf_counter() - t0)
+        t = torch.tensor([statistics.median(ts)])
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+        return t.item() * 1e3
+
+    def compute():
+        plain(x).sum().backward()
+        for p in plain.parameters():
+            p.grad = None
+
+    out["compute_ms"] = median_max(compute)
+    buckets = [torch.ones(n) for n in sizes]
+    for name, group in (("commkit", dist.group.WORLD), ("gloo", gloo)):
+        def comm():
+            works = [dist.all_reduce(b, group=group, async_op=True) for b in buckets]
+            for w in works:
+                w.wait()
+        out[f"{name}_buckets_allreduce_ms"] = median_max(comm)
+    # The backend's own cost at bucket size: the c10d call against commkit's ProcessGroup directly on
+    # the same tensor (a copy in the backend would show as a difference of a copy's time).
+    big = commkit._glue_bench(iters=args.steps, count=max(sizes))
+    out["bucket_c10d_ms"], out["bucket_commkit_ms"] = big["backend_us"] / 1e3, big["commkit_us"] / 1e3
+    # The memory traffic floor of one pass over the gradients on this machine: one copy of them.
+    src, dst = torch.ones(sum(sizes)), torch.empty(sum(sizes))
+    out["gradient_copy_ms"] = median_max(lambda: dst.copy_(src))
+    return out
 
 
 def launch(args) -> None:
@@ -100,6 +164,13 @@ def launch(args) -> None:
         print(f"{r['world']:>5} {r['params']:>10} {r['gloo_step_ms']:>9.1f} {r['commkit_step_ms']:>10.1f} "
               f"{r['speedup']:>7.2f}x {r['gloo_python_allreduce_us']:>10.1f} {r['commkit_python_allreduce_us']:>13.1f} "
               f"{r['glue_backend_us']:>8.2f} {r['glue_commkit_us']:>10.2f} {r['glue_glue_us']:>8.2f}")
+    for r in rows:
+        if "compute_ms" in r:
+            print(f"breakdown at {r['world']} ranks: buckets {r['bucket_mb']} MB; compute only "
+                  f"{r['compute_ms']:.1f} ms; bucket all-reduces alone: commkit {r['commkit_buckets_allreduce_ms']:.1f} ms, "
+                  f"gloo {r['gloo_buckets_allreduce_ms']:.1f} ms; one copy of the gradients {r['gradient_copy_ms']:.1f} ms; "
+                  f"one bucket through the c10d backend {r['bucket_c10d_ms']:.1f} ms, on commkit directly "
+                  f"{r['bucket_commkit_ms']:.1f} ms")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
@@ -116,6 +187,10 @@ def main() -> None:
     p.add_argument("--calls", type=int, default=5000, help="8-byte all_reduce calls for the glue numbers")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--json", help="also write the rows here")
+    p.add_argument("--bucket-view", action="store_true",
+                   help="DDP(gradient_as_bucket_view=True) for both backends (no gradient copies into and out of buckets)")
+    p.add_argument("--breakdown", action="store_true",
+                   help="also time the step without DDP and the bucket all-reduces alone, per backend")
     args = p.parse_args()
     if "RANK" in os.environ:
         worker(args)

@@ -19,7 +19,10 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from . import _C
+from . import _signals
+
+with _signals.preserved():  # the libraries _C links must not take over SIGTERM/SIGSEGV/... (see _signals)
+    from . import _C
 
 __all__ = [
     "BACKEND_NAME",
@@ -109,10 +112,26 @@ def topology_advice(master_addr: str | None = None) -> dict[str, Any]:
     return json.loads(_C._topology_advice_json(master_addr or ""))
 
 
-def _glue_bench(group=None, iters: int = 10000) -> dict[str, float]:
-    """Per-call microseconds of an 8-byte allreduce through the backend vs on commkit directly."""
-    return _C._glue_bench(_commkit_backend(group), iters)
+def _glue_bench(group=None, iters: int = 10000, count: int = 2) -> dict[str, float]:
+    """Per-call microseconds of a float32 allreduce of `count` elements (8 bytes by default) through
+    the backend vs on commkit directly."""
+    return _C._glue_bench(_commkit_backend(group), iters, count)
 
+
+def _work_exception(self) -> BaseException | None:
+    """The exception the operation failed with (torch.distributed.DistBackendError carrying commkit's
+    diagnosis, ...), or None when it succeeded or is still running.
+
+    torch 2.11's own Work.exception() cannot convert the C++ exception and raises TypeError; commkit's
+    Works (a subclass of torch.distributed.Work) answer it here."""
+    try:
+        self._raise_exception()
+    except Exception as e:  # noqa: BLE001  the operation's own error, returned rather than raised
+        return e
+    return None
+
+
+_C.Work.exception = _work_exception
 
 if BACKEND_NAME.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND_NAME, _create, devices=["cpu", "cuda"])

@@ -10,8 +10,10 @@
 #include "commkit/common/system_view.h"
 #include "commkit/topology/advisor.h"
 #include "commkit/topology/probe.h"
+#include "errors.h"
 #include "store_adapter.h"
 #include "torch_backend.h"
+#include "work.h"
 
 #if COMMKIT_TORCH_WITH_NCCL
 #include "commkit/comm/nccl/nccl_backend.h"
@@ -19,6 +21,7 @@
 
 namespace py = pybind11;
 using commkit::torch_ext::CommkitBackend;
+using commkit::torch_ext::CommkitWork;
 
 namespace {
 
@@ -55,11 +58,14 @@ std::string TopologyAdviceJson(const std::string& master_addr) {
   return commkit::topology::Advise(*report, opts).ToJson();
 }
 
-// Per-call cost of 8-byte SUM allreduces over `iters` calls: through this backend (the c10d call, the
-// Work, its wait) and straight on the commkit group underneath. The difference is the glue.
-py::dict GlueBench(CommkitBackend& backend, int iters) {
+// Per-call cost of float32 SUM allreduces of `count` elements (8 bytes by default) over `iters` calls:
+// through this backend (the c10d call, the Work, its wait) and straight on the commkit group underneath.
+// The difference is the glue; at large counts it shows whether the backend adds copies.
+py::dict GlueBench(CommkitBackend& backend, int iters, std::int64_t count) {
   using Clock = std::chrono::steady_clock;
-  at::Tensor t = at::zeros({2}, at::kFloat);
+  TORCH_CHECK_VALUE(iters > 0 && count > 0, "commkit: _glue_bench needs iters > 0 and count > 0");
+  at::Tensor t = at::zeros({count}, at::kFloat);
+  const auto n = static_cast<std::size_t>(count);
   std::vector<at::Tensor> ts{t};
   double via_backend = 0, direct = 0;
   {
@@ -71,10 +77,10 @@ py::dict GlueBench(CommkitBackend& backend, int iters) {
     via_backend = std::chrono::duration<double, std::micro>(Clock::now() - start).count() / iters;
     commkit::ProcessGroup& pg = backend.host_group();
     float* p = t.data_ptr<float>();
-    for (int i = 0; i < iters / 10 + 1; ++i) (void)(*pg.Allreduce(p, p, 2, commkit::DataType::kFloat32, commkit::ReduceOp::Sum()))->Wait();
+    for (int i = 0; i < iters / 10 + 1; ++i) (void)(*pg.Allreduce(p, p, n, commkit::DataType::kFloat32, commkit::ReduceOp::Sum()))->Wait();
     start = Clock::now();
     for (int i = 0; i < iters; ++i) {
-      auto w = pg.Allreduce(p, p, 2, commkit::DataType::kFloat32, commkit::ReduceOp::Sum());
+      auto w = pg.Allreduce(p, p, n, commkit::DataType::kFloat32, commkit::ReduceOp::Sum());
       if (!w.ok()) commkit::torch_ext::Throw(w.status());
       commkit::Status s = (*w)->Wait();
       if (!s.ok()) commkit::torch_ext::Throw(s);
@@ -83,6 +89,7 @@ py::dict GlueBench(CommkitBackend& backend, int iters) {
   }
   py::dict d;
   d["iters"] = iters;
+  d["count"] = count;
   d["backend_us"] = via_backend;
   d["commkit_us"] = direct;
   d["glue_us"] = via_backend - direct;
@@ -106,10 +113,22 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("device_backend", &CommkitBackend::DeviceBackendName,
                              "The commkit backend that runs CUDA tensors once the first one ran ('' before)");
 
+  // Every Work this backend returns is a CommkitWork; registered as a subclass of torch's Work, Python
+  // sees it as commkit._C.Work (an instance of torch.distributed.Work) with torch's methods. torch's own
+  // Work.exception binding cannot convert a std::exception_ptr (in torch 2.11 it raises TypeError,
+  // failed or not), so commkit/__init__.py defines Work.exception over _raise_exception.
+  py::class_<CommkitWork, c10d::Work, c10::intrusive_ptr<CommkitWork>>(m, "Work")
+      .def(
+          "_raise_exception",
+          [](const CommkitWork& w) {
+            if (std::exception_ptr e = w.exception()) std::rethrow_exception(e);
+          },
+          "Raises the exception the operation failed with; returns None when it did not fail (or is running)");
+
   m.def("_create_backend", &CreateBackend, py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout_s"),
         py::arg("host_backend") = "host", py::arg("device_backend") = "nccl");
   m.def("version", [] { return std::string(COMMKIT_VERSION_STRING); });
   m.def("backends", &Backends, "The commkit backends this build has: name, available, reason, memory");
   m.def("_topology_advice_json", &TopologyAdviceJson, py::arg("master_addr") = "");
-  m.def("_glue_bench", &GlueBench, py::arg("backend"), py::arg("iters") = 10000);
+  m.def("_glue_bench", &GlueBench, py::arg("backend"), py::arg("iters") = 10000, py::arg("count") = 2);
 }

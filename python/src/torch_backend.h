@@ -1,6 +1,6 @@
 // CommkitBackend: a c10d::Backend (torch.distributed's backend interface) that runs every operation on
 // commkit process groups: CPU tensors on a host backend ("host" by default; COMMKIT_TORCH_HOST_BACKEND
-// or commkit.set_host_backend() pick "gloo" or "mpi"), CUDA tensors on "nccl" (that group is created
+// or commkit.set_host_backend() pick another; commkit/__init__.py refuses "gloo" inside torch), CUDA tensors on "nccl" (that group is created
 // on the first CUDA operation, which every rank issues). Both groups share the store, rank, size and
 // timeout that init_process_group hands the backend (through C10dStore).
 //
@@ -23,10 +23,9 @@
 #include <thread>
 
 #include "commkit/comm/process_group.h"
+#include "work.h"
 
 namespace commkit::torch_ext {
-
-class CommkitWork;
 
 struct BackendConfig {
   std::string host_backend = "host";    // for CPU tensors
@@ -90,14 +89,13 @@ class CommkitBackend final : public c10d::Backend {
   // The CPU group, for callers that drive commkit directly (benchmarks of this glue).
   ProcessGroup& host_group() { return *host_pg_; }
 
+ private:
   // One torch operation as commkit calls: `issue` starts them (appending their Works), `finalize` runs
   // after all succeeded (copies back into non-contiguous or list outputs), `outputs` are the tensors
-  // the Work's future holds. Public for the helper functions of the .cc file.
+  // the Work's future holds. Every operation (ops_*.cc) goes through here.
   using Issue = std::function<Status(ProcessGroup&, const OpOptions&, std::vector<ProcessGroup::WorkPtr>&)>;
   c10::intrusive_ptr<c10d::Work> Run(c10d::OpType type, const at::Device& device, std::vector<at::Tensor> outputs,
                                      Issue issue, std::function<void()> finalize, std::chrono::milliseconds timeout);
-
- private:
   ProcessGroup& GroupFor(const at::Device& device);
   void CompleterLoop();
 
@@ -117,10 +115,5 @@ class CommkitBackend final : public c10d::Backend {
   bool stopping_ = false;
   std::thread completer_;
 };
-
-// The exception a failed commkit Status becomes (DistBackendError; message "commkit <Code>: ...").
-std::exception_ptr ToException(const Status& status);
-// Throws it.
-[[noreturn]] void Throw(const Status& status);
 
 }  // namespace commkit::torch_ext

@@ -1,5 +1,5 @@
 """One rank of the operation tests: every torch.distributed operation on backend="commkit", checked
-against values each rank can compute itself. Usage: _ops_worker.py ops|mismatch|dead."""
+against values each rank can compute itself. Usage: _ops_worker.py ops|mismatch|failed_work|sigterm|dead."""
 
 from __future__ import annotations
 
@@ -127,6 +127,14 @@ def check_allgather():
     cm.wait()
     eq(outs[0], R.repeat_interleave(2), "all_gather_into_tensor coalesced")
     eq(outs[1], R.repeat_interleave(3), "all_gather_into_tensor coalesced (int32)")
+    # all_gather_coalesced: a list of differently shaped tensors (one empty), outputs[r][i] from rank r.
+    shapes = [(1,), (2, 2), (0,), (3, 3, 3)]
+    ins = [torch.full(s, float(rank + i)) for i, s in enumerate(shapes)]
+    outs = [[torch.empty(s) for s in shapes] for _ in range(world)]
+    dist.all_gather_coalesced(outs, ins)
+    for r in range(world):
+        for i, s in enumerate(shapes):
+            eq(outs[r][i], torch.full(s, float(r + i)), f"all_gather_coalesced output {r}/{i}")
 
 
 def check_reduce_scatter():
@@ -220,8 +228,8 @@ def check_async():
     fut = work.get_future()
     chained = fut.then(lambda f: f.value()[0] * 2)
     work.wait()
-    # (Work.exception() cannot be called from Python in torch 2.11: its return type has no converter.)
-    assert work.is_completed() and work.is_success()
+    assert isinstance(work, dist.Work) and work.is_completed() and work.is_success()
+    assert work.exception() is None, work.exception()
     eq(big[:4], torch.full((4,), float(R.sum())), "async all_reduce")
     eq(chained.wait()[:4], torch.full((4,), float(2 * R.sum())), "future.then")
     # A future completes without anyone calling wait() on the Work.
@@ -270,6 +278,33 @@ elif mode == "mismatch":
     else:
         raise AssertionError("mismatched all_reduce did not raise")
     os._exit(0)  # the group's state after a mismatch is not worth a clean shutdown
+elif mode == "failed_work":
+    # An async all_reduce that fails (rank 0 reduces 4 elements, the others 5): wait() raises, and
+    # exception() returns the same DistBackendError instead of raising.
+    work = None
+    try:
+        work = dist.all_reduce(torch.ones(4 if rank == 0 else 5), async_op=True)
+        work.wait()
+    except dist.DistBackendError as e:
+        raised = str(e)
+    else:
+        raise AssertionError("mismatched all_reduce did not raise")
+    assert work is not None, "the mismatch was raised at the call, not by the Work: " + raised
+    assert work.is_completed() and not work.is_success()
+    exc = work.exception()
+    assert isinstance(exc, dist.DistBackendError), repr(exc)
+    assert str(exc) == raised, (str(exc), raised)
+    assert "Mismatch" in str(exc) and "count=4" in str(exc) and "count=5" in str(exc), str(exc)
+    print(f"rank {rank}: exception() returned {type(exc).__name__}", flush=True)
+    os._exit(0)
+elif mode == "sigterm":
+    # Stopped with SIGTERM while its group's threads run (as torchrun stops a job): the rank must die
+    # of the signal at once, not run exit handlers from a library's signal handler and hang.
+    dist.all_reduce(torch.ones(4))
+    with open(os.environ["COMMKIT_TEST_READY"], "w") as f:
+        f.write("ready")
+    time.sleep(120)
+    raise AssertionError("SIGTERM did not stop the rank")
 elif mode == "dead":
     dist.all_reduce(torch.ones(4))
     if rank == world - 1:

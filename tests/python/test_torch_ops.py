@@ -1,9 +1,15 @@
 """Every torch.distributed operation on backend="commkit" (2 and 3 ranks), and commkit's errors as
 Python exceptions: a mismatched collective (per-rank diff) and a dead rank (named)."""
 
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import pytest
 
-from _launch import check, run_ranks
+from _launch import HERE, base_env, check, run_ranks
 
 
 @pytest.mark.parametrize("world", [2, 3])
@@ -34,3 +40,36 @@ def test_dead_rank_is_named(tmp_path):
     check(results, "dead rank")
     for r in results[:-1]:
         assert "dead rank named" in r.stdout, r.stdout
+
+
+def test_failed_work_exception_returns_the_error(tmp_path):
+    """Work.exception() of a failed async all_reduce returns its DistBackendError (torch 2.11's own
+    binding raises TypeError for any Work; commkit's Works answer it)."""
+    results = run_ranks("_ops_worker.py", 2, ["failed_work"], tmp_path)
+    check(results, "failed work")
+    for r in results:
+        assert "exception() returned DistBackendError" in r.stdout, r.stdout
+
+
+def test_sigterm_stops_a_rank_at_once(tmp_path):
+    ready = tmp_path / "ready"
+    env = base_env({"RANK": "0", "WORLD_SIZE": "1", "COMMKIT_TEST_INIT": f"file://{tmp_path / 'init'}",
+                    "COMMKIT_TEST_READY": str(ready)})
+    proc = subprocess.Popen([sys.executable, str(HERE / "_ops_worker.py"), "sigterm"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), f"the rank did not get ready: {proc.poll()}"
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"the rank did not stop within 20 s of SIGTERM; output:\n{out}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == -signal.SIGTERM, f"exit status {proc.returncode}; output:\n{out}"

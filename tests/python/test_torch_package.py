@@ -48,3 +48,24 @@ def test_backend_info_needs_a_group():
     code = "import commkit\ntry:\n  commkit.backend_info()\nexcept RuntimeError as e:\n  print('refused:', e)\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "refused:" in out.stdout and "not initialized" in out.stdout, out
+
+
+def test_import_keeps_signal_dispositions():
+    """Loading commkit's native libraries must not take over signals: libinfinipath (linked through
+    libfabric) installs SIGTERM/SIGSEGV/... handlers that call exit(), which corrupted the heap and hung
+    a rank stopped with SIGTERM. The set of caught signals is the same before and after the import."""
+    code = (
+        "def caught():\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith('SigCgt:'):\n"
+        "            return int(line.split()[1], 16)\n"
+        "import torch\n"
+        "before = caught()\n"
+        "import commkit\n"
+        "print('before', hex(before), 'after', hex(caught()))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out
+    words = out.stdout.split()
+    assert words[0] == "before" and words[2] == "after", out.stdout
+    assert words[1] == words[3], f"importing commkit changed the caught signals: {out.stdout}"
