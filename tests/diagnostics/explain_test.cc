@@ -112,6 +112,15 @@ TEST(ExplainTest, ErrorCodesMapToFamilies) {
                              "device\n")),
             "ib.no_device");
   EXPECT_EQ(Claim(ExplainLog("$ fi_info -p efa\nfi_getinfo: -61 (No data available)\n")), "efa.provider");
+  // Messages whose meaning NCCL's sources fix: no interface for the OOB setting, a failed buffer
+  // allocation, an HCA async error event.
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] misc/socket.cc:1 NCCL WARN no device found matching eth9, verify "
+                             "NCCL_OOB_NET_IFNAME\n")),
+            "socket.ifname_missing");
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes\n")), "cuda.oom");
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async error event: port "
+                             "error\n")),
+            "ib.completion_error");
 }
 
 // What a library suggests is not a proof of its suggestion; a fingerprint differing only in its sequence
