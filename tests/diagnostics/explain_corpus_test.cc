@@ -36,17 +36,16 @@ struct Score {
   double Accuracy() const { return labelled == 0 ? 1.0 : static_cast<double>(right) / labelled; }
 };
 
-// Floors. Tuning: the rules were written against this split; measured 47/50, and the three misses are
-// logs with no usable signal (a bare "unhandled cuda error" line, a log that stops after bootstrap, an
-// nvidia-smi topology matrix alone), so the floor is the measured share. Heldout: regression floors at
-// the values measured (9/18 right, 1 of 15 unknown rows with a high claim), far from the issue's
-// targets, which are printed next to them.
-constexpr double kTuningFloor = 47.0 / 50;
-constexpr double kHeldoutFloor = 9.0 / 18;
-constexpr int kHeldoutMaxHighOnUnknown = 1;
+// Floors, as counts on the corpus as it stands (a share would move whenever rows are added; counts only
+// go up). Tuning: the rules were written against this split. Heldout: regression floors at the values
+// measured without ever opening its rows, printed next to the targets (90% right, 0 high claims
+// on unknown rows) so the gap shows. Measured values and their history: tests/data/explain-corpus/README.md.
+constexpr int kTuningMinRight = 60;         // of 63 labelled tuning rows
+constexpr int kTuningMaxHighOnUnknown = 0;  // of 34 unknown tuning rows
+constexpr int kHeldoutMinRight = 12;        // of 21 labelled heldout rows
+constexpr int kHeldoutMaxHighOnUnknown = 1;  // of 27 unknown heldout rows
 constexpr double kTargetAccuracy = 0.90;
 constexpr int kTargetHighOnUnknown = 0;
-constexpr double kEpsilon = 1e-9;
 
 TEST(ExplainCorpusTest, ExplainCorpusSplits) {
   std::filesystem::path dir = testing::TestDataDir() / "explain-corpus";
@@ -94,14 +93,15 @@ TEST(ExplainCorpusTest, ExplainCorpusSplits) {
     std::printf("explain corpus %s: right cause on %d/%d labelled logs (%.0f%%); high-confidence claims on unknown "
                 "rows: %d/%d\n",
                 split.c_str(), s.right, s.labelled, 100 * s.Accuracy(), s.high_on_unknown, s.unknown);
-  EXPECT_GE(scores["tuning"].Accuracy() + kEpsilon, kTuningFloor);
+  EXPECT_GE(scores["tuning"].right, kTuningMinRight);
+  EXPECT_LE(scores["tuning"].high_on_unknown, kTuningMaxHighOnUnknown);
   if (scores.count("heldout") && scores["heldout"].labelled > 0) {
     const Score& h = scores["heldout"];
-    std::printf("explain corpus heldout vs target: right %.0f%% (target >= %.0f%%, floor %.0f%%); high claims on "
+    std::printf("explain corpus heldout vs target: right %.0f%% (target >= %.0f%%, floor %d of %d); high claims on "
                 "unknown rows %d (target %d, ceiling %d)\n",
-                100 * h.Accuracy(), 100 * kTargetAccuracy, 100 * kHeldoutFloor, h.high_on_unknown,
+                100 * h.Accuracy(), 100 * kTargetAccuracy, kHeldoutMinRight, h.labelled, h.high_on_unknown,
                 kTargetHighOnUnknown, kHeldoutMaxHighOnUnknown);
-    EXPECT_GE(h.Accuracy() + kEpsilon, kHeldoutFloor);
+    EXPECT_GE(h.right, kHeldoutMinRight);
     EXPECT_LE(h.high_on_unknown, kHeldoutMaxHighOnUnknown);
   }
 }

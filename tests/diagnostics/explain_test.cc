@@ -83,6 +83,65 @@ TEST(ExplainTest, HighNeedsAProvableFamilyAnErrorLineAndNoStrongRival) {
   EXPECT_EQ(two.Best()->confidence, Confidence::kMedium);
 }
 
+// Error codes carry the family when the wording is unknown to the rules: CUDA codes by number, by
+// name and by the cudaGetErrorString text the catalog knows; errnos a subsystem reports.
+TEST(ExplainTest, ErrorCodesMapToFamilies) {
+  // By number next to a CUDA context, by runtime name, by driver name, by a driver call's return value.
+  EXPECT_EQ(Claim(ExplainLog("F1127 13:49:06.7 17418 device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 100) "
+                             "Cuda Error\n")),
+            "cuda.no_device");
+  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error code=802(cudaErrorSystemNotReady)\n")), "cuda.system_not_ready");
+  EXPECT_EQ(Claim(ExplainLog("jax: INTERNAL: CUDA_ERROR_OUT_OF_MEMORY: out of memory while allocating\n")), "cuda.oom");
+  Explanation stub = ExplainLog("h:1:1 [0] misc/cudawrap.cc:100 NCCL WARN cuDriverGetVersion failed with 34\n");
+  EXPECT_EQ(Claim(stub), "cuda.no_device");
+  EXPECT_EQ(stub.Best()->confidence, Confidence::kMedium);
+  // The runtime's own string, without a code: the catalog names the code (46, 209).
+  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable\n")),
+            "cuda.no_device");
+  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: no kernel image is available for execution on the device\n")),
+            "nccl.bug");
+  // cudaErrorInvalidValue alone says nothing; inside the P2P transport it points at peer access.
+  EXPECT_EQ(ExplainLog("h:1:1 [0] enqueue.cc:10 NCCL WARN Cuda failure 1 'invalid argument'\n").Best(), nullptr);
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] transport/p2p.cc:300 NCCL WARN Cuda failure 'invalid argument'\n")),
+            "p2p.unsupported");
+  // Curly quotes from a pasted log are read as the ASCII NCCL printed.
+  EXPECT_EQ(Claim(ExplainLog("Last error:\nCuda failure 2 \xE2\x80\x98out of memory\xE2\x80\x99\n")), "cuda.oom");
+  // Subsystem errnos: ENODEV from a verb (a device that is not there, not a GID), FI_ENODATA from libfabric.
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_3:1/RoCE ; OOB eth1:10.0.0.1<0>\n"
+                             "h:1:1 [3] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such "
+                             "device\n")),
+            "ib.no_device");
+  EXPECT_EQ(Claim(ExplainLog("$ fi_info -p efa\nfi_getinfo: -61 (No data available)\n")), "efa.provider");
+  // Messages whose meaning NCCL's sources fix: no interface for the OOB setting, a failed buffer
+  // allocation, an HCA async error event.
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] misc/socket.cc:1 NCCL WARN no device found matching eth9, verify "
+                             "NCCL_OOB_NET_IFNAME\n")),
+            "socket.ifname_missing");
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes\n")), "cuda.oom");
+  EXPECT_EQ(Claim(ExplainLog("h:1:1 [0] transport/net_ib.cc:100 NCCL WARN NET/IB : mlx5_0:1 Got async error event: port "
+                             "error\n")),
+            "ib.completion_error");
+}
+
+// What a library suggests is not a proof of its suggestion; a fingerprint differing only in its sequence
+// number is not a proof that ranks called different collectives.
+TEST(ExplainTest, AdviceAndSequenceOnlyMismatchesAreNotProofs) {
+  Explanation ucx = ExplainLog("[1668693503.47] [a:1:0] ib_log.c:246 UCX ERROR mlx5_0: ibv_create_cq() failed: Cannot "
+                               "allocate memory. Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 "
+                               "kbytes)\n");
+  EXPECT_EQ(Claim(ucx), "ib.memlock");
+  EXPECT_EQ(ucx.Best()->confidence, Confidence::kMedium);
+  Explanation seq = ExplainLog("RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running "
+                               "collective: CollectiveFingerPrint(SequenceNumber=1OpType=BARRIER), but Rank 2 is "
+                               "running collective: CollectiveFingerPrint(SequenceNumber=0OpType=BARRIER).\n");
+  EXPECT_EQ(Claim(seq), "collective.mismatch");
+  EXPECT_EQ(seq.Best()->confidence, Confidence::kMedium);
+  Explanation op = ExplainLog("RuntimeError: Detected mismatch between collectives on ranks. Rank 0 is running "
+                              "collective: CollectiveFingerPrint(SequenceNumber=5, OpType=ALLREDUCE), but Rank 1 is "
+                              "running collective: CollectiveFingerPrint(SequenceNumber=5, OpType=REDUCE).\n");
+  EXPECT_EQ(op.Best()->confidence, Confidence::kHigh);
+}
+
 TEST(ExplainTest, EmptyAndUnknownLogsMakeNoClaim) {
   EXPECT_EQ(ExplainLog("").Best(), nullptr);
   Explanation ex = ExplainLog("hello\nworld\nnode1:1:2 [0] NCCL INFO Init COMPLETE\n");

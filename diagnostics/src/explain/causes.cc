@@ -396,6 +396,12 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     if (Contains(l, "invalid usage") && Any(l, {"nccl", "run with nccl_debug"}))
       c.Hit("gpu.duplicate", 38, false, "NCCL reported invalid usage without detail; at communicator init the usual "
             "cause is two ranks on one GPU (rerun with NCCL_DEBUG=WARN to see the message)", &m);
+    // ncclUnhandledCudaError without the WARN line that says which call failed: at communicator init the
+    // usual cause is a driver older than the CUDA NCCL was built for (NCCL calls driver APIs the old driver
+    // lacks); a low hint only, any CUDA detail in the log outranks it.
+    if (Contains(l, "unhandled cuda error") && Any(l, {"ncclcomminitrank", "comminit", "init"}))
+      c.Hit("cuda.driver_too_old", 25, false, "NCCL reported an unhandled CUDA error at init without detail; the "
+            "usual cause is a CUDA driver older than the CUDA NCCL was built for (rerun with NCCL_DEBUG=WARN)", &m);
     if (Contains(l, "unhandled system error") && single_host)
       c.Hit("shm.space", 28, false, "NCCL reported a system error without detail on a single host; in containers "
             "most often /dev/shm is too small (rerun with NCCL_DEBUG=WARN)", &m);

@@ -88,6 +88,18 @@ void CodeRules(const RuleContext& ctx, Candidates& c) {
       c.Hit("efa.provider", 66, false, "libfabric found no usable provider (fi_getinfo: -61 / FI_ENODATA): the EFA "
             "devices or the efa provider are not available in this environment", &m);
 
+    // --- messages whose meaning the NCCL sources fix, whatever the code
+    if (AnyOf(l, {"verify nccl_oob_net_ifname", "no usable listening interface found"}))
+      c.Hit("socket.ifname_missing", 72, false, "NCCL found no interface matching its OOB / socket interface setting "
+            "(NCCL_OOB_NET_IFNAME / NCCL_SOCKET_IFNAME names none that exists with an address)", &m);
+    if (AnyOf(l, {"failed to cuda calloc", "failed to cuda malloc", "failed to cuda host alloc",
+                  "failed to cuda calloc async"}))
+      c.Hit("cuda.oom", 70, false, "NCCL could not allocate its GPU / pinned host buffers: the GPU (or pinned host "
+            "memory) is exhausted", &m);
+    if (Contains(l, "got async error event"))
+      c.Hit("ib.completion_error", 55, false, "The HCA raised an asynchronous error event (port / link / device "
+            "error): a fabric or NIC problem", &m);
+
     // --- the NCCL source file of a warning
     if (m.line->nccl_warn && codes.empty())
       for (const FileHint& h : kFileHints)

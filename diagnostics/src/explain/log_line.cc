@@ -196,8 +196,41 @@ void TakeJson(std::string_view& s, LogLine& line, std::string& storage) {
   if (!storage.empty()) s = storage;
 }
 
+// Logs pasted through chat tools, word processors and CJK input methods carry typographic quotes,
+// full-width punctuation and no-break spaces; the programs printed ASCII. Map them back so the catalog
+// and the rules see what was printed (curly quotes around a CUDA error string, a full-width colon).
+std::string AsciiPunctuation(std::string_view in) {
+  struct Map {
+    const char* utf8;
+    char ascii;
+  };
+  static constexpr Map kMap[] = {
+      {"\xE2\x80\x98", '\''}, {"\xE2\x80\x99", '\''}, {"\xE2\x80\x9C", '"'}, {"\xE2\x80\x9D", '"'},
+      {"\xE2\x80\x93", '-'},  {"\xE2\x80\x94", '-'},  {"\xC2\xA0", ' '},     {"\xE3\x80\x80", ' '},
+      {"\xEF\xBC\x9A", ':'},  {"\xEF\xBC\x88", '('},  {"\xEF\xBC\x89", ')'}, {"\xEF\xBC\x8C", ','},
+  };
+  std::string out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size();) {
+    bool mapped = false;
+    if (static_cast<unsigned char>(in[i]) >= 0xC2)
+      for (const Map& m : kMap) {
+        std::string_view u(m.utf8);
+        if (in.compare(i, u.size(), u) == 0) {
+          out.push_back(m.ascii);
+          i += u.size();
+          mapped = true;
+          break;
+        }
+      }
+    if (!mapped) out.push_back(in[i++]);
+  }
+  return out;
+}
+
 void Parse(LogLine& line) {
-  std::string_view s = line.raw;
+  std::string normalized = AsciiPunctuation(line.raw);
+  std::string_view s = normalized;
   std::string json_message;
   SkipSpaces(s);
   TakeJson(s, line, json_message);
