@@ -5,6 +5,7 @@
 #include <functional>
 #include <numeric>
 
+#include "commkit/comm/algorithms/algorithms.h"
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/common/config.h"
@@ -21,12 +22,7 @@ namespace commkit::comm::host {
 
 namespace {
 
-// Byte offsets of consecutive blocks of `counts` elements of `esize` bytes.
-std::vector<std::size_t> Offsets(const std::vector<std::size_t>& counts, std::size_t esize) {
-  std::vector<std::size_t> out(counts.size() + 1, 0);
-  for (std::size_t i = 0; i < counts.size(); ++i) out[i + 1] = out[i] + counts[i] * esize;
-  return out;
-}
+using algorithms::CountOffsets;
 
 // All-reduce across hosts: one flat algorithm over every rank, or hierarchical (within hosts, then
 // between the hosts' leaders, then within hosts).
@@ -285,7 +281,7 @@ class HostBackend final : public Backend {
       case CollectiveKind::kGather: {
         std::vector<std::size_t> counts =
             a.kind == CollectiveKind::kAllgatherv ? a.counts : std::vector<std::size_t>(p, a.count);
-        auto off = Offsets(counts, e);
+        auto off = CountOffsets(counts, e);
         std::vector<std::size_t> bytes(p);
         for (std::size_t q = 0; q < p; ++q) bytes[q] = counts[q] * e;
         const std::uint8_t* mine = send && send != recv ? send : recv + off[me()];
@@ -314,7 +310,7 @@ class HostBackend final : public Backend {
       case CollectiveKind::kReduceScatterV: {
         std::vector<std::size_t> counts =
             a.kind == CollectiveKind::kReduceScatterV ? a.counts : std::vector<std::size_t>(p, a.count);
-        auto off = Offsets(counts, e);
+        auto off = CountOffsets(counts, e);
         const std::size_t total = off[p], mlo = off[me()], mhi = off[me() + 1];
         COMMKIT_RETURN_IF_ERROR(Exchange(a, d, send, std::vector<std::size_t>(p, total), [&](std::size_t lo, const auto& src) {
           std::size_t hi = lo + std::min(S, total - lo);
@@ -372,10 +368,10 @@ class HostBackend final : public Backend {
     std::vector<std::vector<std::size_t>> soff(p);
     std::vector<std::size_t> bytes(p);
     for (std::size_t q = 0; q < p; ++q) {
-      soff[q] = Offsets(sends[q], e);
+      soff[q] = CountOffsets(sends[q], e);
       bytes[q] = soff[q][p];
     }
-    auto roff = Offsets(recv_counts, e);
+    auto roff = CountOffsets(recv_counts, e);
     auto* recv = static_cast<std::uint8_t*>(a.recv);
     const std::uint8_t* mine = static_cast<const std::uint8_t*>(a.send);
     if (mine == nullptr || mine == recv) {  // in place: the output overwrites the input, stage it
