@@ -23,16 +23,19 @@
 // items overlap, the later one wins for the sizes they share.
 #pragma once
 
+#include <chrono>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "commkit/comm/store.h"
 #include "commkit/comm/types.h"
 #include "commkit/common/status.h"
 
@@ -108,6 +111,8 @@ struct Fit {
   CollectiveKind collective = CollectiveKind::kAllreduce;
   Algorithm algorithm = Algorithm::kRing;
   int ranks = 2;
+  std::size_t min_bytes = 0;         // the sizes this fit was measured on: [min, max)
+  std::size_t max_bytes = kNoLimit;
   double alpha_s = 0;   // time of an empty call
   double beta_Bps = 0;  // bytes per second beyond it: t(n) = alpha + n / beta
   int samples = 0;
@@ -119,8 +124,10 @@ struct Calibration {
   std::string version;  // commkit's
   std::string created;  // UTC, ISO 8601
   std::vector<Fit> fits;
-  // The fit for exactly this backend/collective/algorithm/ranks, or null.
-  const Fit* Find(std::string_view backend, CollectiveKind collective, Algorithm algorithm, int ranks) const;
+  // The fit for this backend/collective/algorithm/ranks whose size range holds `bytes` (the nearest
+  // one when none does), or null.
+  const Fit* Find(std::string_view backend, CollectiveKind collective, Algorithm algorithm, int ranks,
+                  std::size_t bytes) const;
 };
 
 // $COMMKIT_TUNE_CACHE when set (a file; "off" disables the cache), else
@@ -136,16 +143,20 @@ Status SaveCalibration(const std::filesystem::path& path, const Calibration& cal
 std::string SerializeCalibration(const Calibration& calibration);
 Result<Calibration> ParseCalibration(std::string_view text, std::string_view origin);
 // Least-squares alpha/beta from (bytes, seconds) samples, weighted so every size counts relatively.
+// Only alpha, beta and samples are set.
 Fit FitSamples(const std::vector<std::pair<double, double>>& samples);
+// Piecewise fits over the size axis (cut at 64 KiB and 2 MiB, where caches and protocols change),
+// each from the samples in its piece; key fields copied from `key`.
+std::vector<Fit> FitPieces(const Fit& key, const std::vector<std::pair<double, double>>& samples);
 double PredictSeconds(const Fit& fit, double bytes);
 
 // ---- the table ----
+// Select is called on every collective: a Choice holds no allocation; `why` points into the Table.
 struct Choice {
   Algorithm algorithm = Algorithm::kRing;
   Params params;
   Source source = Source::kDefault;
-  std::string why;
-  double predicted_s = -1;  // < 0: no model for this backend/algorithm/shape
+  std::string_view why;
 };
 
 struct TableOptions {
@@ -157,7 +168,16 @@ struct TableOptions {
   // Across nodes: the network link's bytes/s and latency (nullopt: probe this host's topology).
   std::optional<double> network_Bps, network_alpha_s;
   std::string network_derivation;
+  // Across nodes, every rank must plan alike: rank 0 publishes its network numbers under
+  // "tune/network" in this store and the others use them.
+  std::shared_ptr<Store> store;
+  int rank = 0;
+  std::chrono::milliseconds timeout{60000};
 };
+
+// A spec that this process uses instead of COMMKIT_TUNE (tools that calibrate force each algorithm in
+// turn with it); nullopt goes back to the environment.
+void SetProcessSpec(std::optional<std::string> spec);
 
 class Table {
  public:
@@ -168,6 +188,14 @@ class Table {
   // The algorithm for one call. Collectives the table does not tune return the backend's only one
   // with source kDefault.
   Choice Select(CollectiveKind collective, MemoryKind memory, std::size_t bytes) const;
+
+  // The predicted time of `algorithm` at `bytes` (calibration first, then the cost model); < 0 when
+  // neither covers this backend/algorithm/shape. The string says which ("calibration: ...").
+  std::pair<double, std::string> Predict(CollectiveKind collective, Algorithm algorithm, std::size_t bytes) const;
+
+  // Whether any rule for `collective` in this group chooses `algorithm` (a backend that must prepare
+  // for an algorithm at connect asks this).
+  bool Uses(CollectiveKind collective, Algorithm algorithm) const;
 
   std::string_view backend() const { return backend_; }
   const GroupShape& shape() const { return shape_; }
@@ -181,6 +209,9 @@ class Table {
   GroupShape shape_;
   std::vector<Rule> rules_;
   std::vector<std::string> notes_;
+  std::optional<Calibration> calibration_;
+  // Across nodes: the network link the topology rules were planned with (bytes/s, seconds).
+  double network_Bps_ = 0, network_alpha_s_ = 0;
 };
 
 // ---- the plan: what runs at each size and why ----
@@ -189,7 +220,12 @@ struct PlanRow {
   CollectiveKind collective = CollectiveKind::kAllreduce;
   MemoryKind memory = MemoryKind::kHost;
   std::size_t min_bytes = 0, max_bytes = 0;  // the bucket, inclusive
-  Choice choice;
+  Algorithm algorithm = Algorithm::kRing;
+  Params params;
+  Source source = Source::kDefault;
+  std::string why;
+  double predicted_min_s = -1, predicted_max_s = -1;  // at min_bytes and max_bytes; < 0 unknown
+  std::string predicted_by;                            // "calibration", "cost model (...)"
 };
 // One row per run of consecutive power-of-two sizes in [min_bytes, max_bytes] with the same choice.
 std::vector<PlanRow> Plan(const Table& table, CollectiveKind collective, MemoryKind memory, std::size_t min_bytes,
