@@ -79,6 +79,17 @@ std::string PlanText(const std::vector<PlanRow>& rows) {
   return out.str();
 }
 
+std::string Describe(const Table& table, CollectiveKind collective, MemoryKind memory) {
+  std::vector<std::string> parts;
+  for (const PlanRow& r : Plan(table, collective, memory, 0, std::size_t{1} << 30)) {
+    std::string algo(ToString(r.algorithm));
+    if (const std::string p = ParamsText(r.params); !p.empty()) algo += StrCat(" (", p, ")");
+    parts.push_back(StrCat(algo, " ", HumanBytes(static_cast<double>(r.min_bytes)), "..",
+                           HumanBytes(static_cast<double>(r.max_bytes)), " [", ToString(r.source), "]"));
+  }
+  return Join(parts, ", ");
+}
+
 std::string PlanJson(const std::vector<PlanRow>& rows) {
   nlohmann::json a = nlohmann::json::array();
   for (const PlanRow& r : rows) {

@@ -58,6 +58,25 @@ Result<NetworkLink> AgreedNetwork(const TableOptions& o) {
   return link;
 }
 
+Result<std::vector<Rule>> AgreedCalibration(const TableOptions& o, std::vector<Rule> mine) {
+  if (o.rank == 0) {
+    std::vector<std::string> items;
+    for (const Rule& r : mine) items.push_back(FormatRule(r));
+    COMMKIT_RETURN_IF_ERROR(o.store->Set("tune/calibration", StrCat("v1;", Join(items, ","))));
+    return mine;
+  }
+  COMMKIT_ASSIGN_OR_RETURN(std::string v, o.store->Get("tune/calibration", o.timeout));
+  if (!StartsWith(v, "v1;"))
+    return Status::Internal(StrCat("selection table: rank 0 published calibration rules of another format ('",
+                                   v.substr(0, 40), "'); run the same commkit on every rank"));
+  COMMKIT_ASSIGN_OR_RETURN(std::vector<Rule> rules, ParseSpec(std::string_view(v).substr(3), "rank 0's calibration rules"));
+  for (Rule& r : rules) {
+    r.source = Source::kCalibration;
+    r.why = "calibration (rank 0's cache)";
+  }
+  return rules;
+}
+
 // Run counters: host, gloo, mpi, any other backend.
 std::array<std::array<std::atomic<std::uint64_t>, kNumAlgorithms>, 4>& Counters() {
   static std::array<std::array<std::atomic<std::uint64_t>, kNumAlgorithms>, 4> counters{};
@@ -168,8 +187,15 @@ Result<Table> Table::ForGroup(std::string_view backend, const GroupShape& shape,
       t.calibration_ = std::move(*loaded);
     }
   }
-  if (t.calibration_)
-    for (Rule& r : CalibrationRules(backend, shape, *t.calibration_)) all.push_back(std::move(r));
+  std::vector<Rule> calibrated;
+  if (t.calibration_) calibrated = CalibrationRules(backend, shape, *t.calibration_);
+  if (options.store != nullptr) {
+    // Every rank must choose alike: the others take rank 0's calibration rules.
+    auto agreed = AgreedCalibration(options, calibrated);
+    if (!agreed.ok()) return agreed.status().WithContext(StrCat(who, ": agreeing on the calibration"));
+    calibrated = std::move(*agreed);
+  }
+  for (Rule& r : calibrated) all.push_back(std::move(r));
   for (Rule& r : env) all.push_back(std::move(r));
 
   for (Rule& r : all) {
@@ -209,8 +235,15 @@ Choice Table::Select(CollectiveKind collective, MemoryKind memory, std::size_t b
 }
 
 bool Table::Uses(CollectiveKind collective, Algorithm algorithm) const {
-  return std::any_of(rules_.begin(), rules_.end(),
-                     [&](const Rule& r) { return r.collective == collective && r.algorithm == algorithm; });
+  // Where the choice can change: every rule's first size, and the powers of two between.
+  std::vector<std::size_t> sizes = {0};
+  for (const Rule& r : rules_)
+    if (r.collective == collective) sizes.push_back(r.min_bytes);
+  for (int k = 0; k < 63; ++k) sizes.push_back(std::size_t{1} << k);
+  for (std::size_t bytes : sizes)
+    for (MemoryKind m : {MemoryKind::kHost, MemoryKind::kDevice})
+      if (Select(collective, m, bytes).algorithm == algorithm) return true;
+  return false;
 }
 
 std::pair<double, std::string> Table::Predict(CollectiveKind collective, Algorithm algorithm, std::size_t bytes) const {

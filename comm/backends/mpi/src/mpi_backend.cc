@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
@@ -50,14 +51,26 @@ std::string Launcher() {
   return {};
 }
 
+// The group's selection table (tuning.h): which all-reduce algorithm runs at each size.
+Result<tune::Table> MpiTable(const BackendContext& ctx) {
+  tune::TableOptions options;
+  options.store = ctx.store;
+  options.rank = ctx.rank;
+  options.timeout = ctx.timeout;
+  auto table = tune::Table::ForGroup("mpi", {ctx.size, ctx.size, 1}, options);
+  if (!table.ok()) return table.status().WithContext(StrCat("mpi backend, group ", ctx.group_name));
+  return table;
+}
+
 // ---- the backend -----------------------------------------------------------------------------------
 
 class MpiBackend final : public Backend {
  public:
   // `p2p`: run all-reduce, broadcast and barrier on point-to-point messages over a private duplicate
   // of `comm` (see P2pTransport below) instead of MPI's nonblocking collectives. Collective over `comm`.
-  MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, std::chrono::microseconds spin)
-      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin) {
+  MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, std::chrono::microseconds spin,
+             tune::Table table)
+      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin), table_(std::move(table)) {
     if (p2p && size_ > 1) {
       CallGuard g;
       if (MPI_Comm_dup(comm_, &p2p_comm_) == MPI_SUCCESS) {
@@ -128,7 +141,14 @@ class MpiBackend final : public Backend {
       return Status::Internal(StrCat("mpi backend: MPI_Comm_split placed this rank at ", r, "/", n,
                                      " but the process group expects ", context.rank, "/", context.size));
     }
-    return std::unique_ptr<Backend>(new MpiBackend(child, r, n, context.group_name, p2p_comm_ != MPI_COMM_NULL, spin_));
+    auto table = MpiTable(context);
+    if (!table.ok()) {
+      CallGuard g;
+      MPI_Comm_free(&child);
+      return table.status();
+    }
+    return std::unique_ptr<Backend>(
+        new MpiBackend(child, r, n, context.group_name, p2p_comm_ != MPI_COMM_NULL, spin_, std::move(*table)));
   }
 
   void Abort(std::string_view reason) override {
@@ -379,9 +399,16 @@ class MpiBackend final : public Backend {
       case CollectiveKind::kAllreduce: {
         if (a.count == 0) return Status::Ok();
         const void* in = a.send;
-        if (UseP2p(a, a.count)) {
+        // Recursive doubling, the ring (and its segment) or the library's own: the selection table's choice.
+        const tune::Choice choice = table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, a.count));
+        if (UseP2p(a, a.count) && choice.algorithm != tune::Algorithm::kLibrary) {
           Transport t(*this, a);
           P2pAllreduceArgs args;
+          args.ring_min_bytes = choice.algorithm == tune::Algorithm::kRing ? 0 : tune::kNoLimit;
+          if (choice.params.segment_bytes != 0) args.segment_bytes = choice.params.segment_bytes;
+          tune::NoteRun("mpi", choice.algorithm == tune::Algorithm::kRing && a.count >= static_cast<std::size_t>(size_)
+                                   ? tune::Algorithm::kRing
+                                   : tune::Algorithm::kRecursiveDoubling);
           if (premul) {
             if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
             ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
@@ -396,6 +423,7 @@ class MpiBackend final : public Backend {
           if (p2p_scratch_.size() > kKeepScratchBytes) std::vector<char>().swap(p2p_scratch_);
           COMMKIT_RETURN_IF_ERROR(st);
         } else {
+          tune::NoteRun("mpi", tune::Algorithm::kLibrary);
           if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
           if (premul) ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
           COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Iallreduce", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},
@@ -564,6 +592,7 @@ class MpiBackend final : public Backend {
   std::string broken_;  // why the backend is unusable (empty: usable)
   std::atomic<bool> aborted_{false};
   const std::chrono::microseconds spin_;  // pure MPI_Test spinning before yielding (WaitAll)
+  const tune::Table table_;
 };
 
 // How long a wait spins on MPI_Test before it starts yielding the core (COMMKIT_MPI_SPIN_US).
@@ -611,8 +640,14 @@ Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
     if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
   if (rc != MPI_SUCCESS) return Status::BackendError(StrCat("mpi backend: MPI_Comm_dup failed: ", MpiError(rc)));
+  auto table = MpiTable(ctx);
+  if (!table.ok()) {
+    CallGuard g;
+    MPI_Comm_free(&comm);
+    return table.status();
+  }
   return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name, *collectives == "auto",
-                                                 std::chrono::microseconds(*spin_us)));
+                                                 std::chrono::microseconds(*spin_us), std::move(*table)));
 }
 
 }  // namespace

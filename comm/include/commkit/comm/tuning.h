@@ -231,6 +231,8 @@ struct PlanRow {
 std::vector<PlanRow> Plan(const Table& table, CollectiveKind collective, MemoryKind memory, std::size_t min_bytes,
                           std::size_t max_bytes);
 std::string PlanText(const std::vector<PlanRow>& rows);
+// One line for a log: "flat 0 B..64 KiB (default), sliced 128 KiB..1 GiB (default)".
+std::string Describe(const Table& table, CollectiveKind collective, MemoryKind memory);
 std::string PlanJson(const std::vector<PlanRow>& rows);  // one JSON array
 
 // ---- what the backends ran: counters a test or a tool can read ----

@@ -28,6 +28,7 @@
 #include <numeric>
 
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
@@ -144,50 +145,12 @@ std::string_view ToString(GlooAlgorithm a) {
   return "?";
 }
 
-// COMMKIT_GLOO_ALGORITHM: "auto" (default) or one algorithm forced for every all-reduce.
-struct GlooAlgorithmChoice {
-  bool automatic = true;
-  GlooAlgorithm forced = GlooAlgorithm::kRing;
-};
-
-Result<GlooAlgorithmChoice> GlooAlgorithmFromEnv() {
-  std::optional<std::string> v;
-  COMMKIT_ASSIGN_OR_RETURN(v, EnvChoice("COMMKIT_GLOO_ALGORITHM", {"auto", "ring", "halving_doubling", "bcube"}));
-  GlooAlgorithmChoice c;
-  if (!v || *v == "auto") return c;
-  c.automatic = false;
-  c.forced = *v == "ring" ? GlooAlgorithm::kRing
-             : *v == "bcube" ? GlooAlgorithm::kBcube
-                             : GlooAlgorithm::kHalvingDoubling;
-  return c;
-}
-
-// The `auto` table: which algorithm for an all-reduce of `bytes` over `ranks` ranks. Halving-doubling
-// up to a per-rank-count size, the new-style ring above it; bcube is never chosen (it did not beat
-// ring consistently anywhere). From scripts/gloo-algorithm-sweep.py on the 2-core development machine,
-// 2026-11-22, 2-4 ranks as processes, 16 B..64 MiB, three repeats (docs/gloo-algorithms.md has the
-// table): halving-doubling took 0.12-0.33x ring's time at 2 ranks up to 1 MiB and 0.17-0.73x at 4
-// ranks up to 256 KiB (below 1 in every repeat at 2 ranks); at 16-64 MiB ring was 1.3-3.3x faster.
-// Non-power-of-two rank counts always use ring: at 3 ranks halving-doubling's gains were inconsistent
-// between repeats, and once a large ring all-reduce had run in the same job, 16 B-64 KiB
-// halving-doubling calls took 13-19 ms against ring's 4-8 ms (a mixed-size sweep, same day).
-// Power-of-two counts beyond 4 (not measured) take the 4-rank limit.
-struct AutoLimit {
-  int ranks;
-  std::size_t max_halving_doubling_bytes;
-};
-constexpr AutoLimit kAutoLimits[] = {{2, std::size_t{1} << 20}, {4, std::size_t{256} << 10}};
-
-// Largest all-reduce (bytes) `auto` runs with halving-doubling at `ranks` ranks; 0: never.
-std::size_t AutoHalvingDoublingLimit(int ranks) {
-  if (ranks < 2 || (ranks & (ranks - 1)) != 0) return 0;
-  for (const AutoLimit& l : kAutoLimits)
-    if (l.ranks == ranks) return l.max_halving_doubling_bytes;
-  return kAutoLimits[1].max_halving_doubling_bytes;
-}
-
-GlooAlgorithm AutoGlooAlgorithm(std::size_t bytes, int ranks) {
-  return bytes <= AutoHalvingDoublingLimit(ranks) ? GlooAlgorithm::kHalvingDoubling : GlooAlgorithm::kRing;
+// Which algorithm an all-reduce of `bytes` runs: the selection table's choice (tuning.h; the built-in
+// rules, halving-doubling for small messages at power-of-two rank counts, are in comm/src/tune).
+GlooAlgorithm FromTable(tune::Algorithm a) {
+  return a == tune::Algorithm::kHalvingDoubling ? GlooAlgorithm::kHalvingDoubling
+         : a == tune::Algorithm::kBcube         ? GlooAlgorithm::kBcube
+                                                : GlooAlgorithm::kRing;
 }
 
 // Gloo's old templates take a plain function pointer; commkit's reductions are chosen at run time
@@ -205,13 +168,13 @@ class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<gloo::rendezvous::Context> context,
               std::shared_ptr<gloo::rendezvous::Context> hd_context, std::shared_ptr<gloo::transport::Device> device,
-              int rank, int size, GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout)
+              int rank, int size, tune::Table table, std::chrono::milliseconds pair_timeout)
       : context_(std::move(context)),
         hd_context_(std::move(hd_context)),
         device_(std::move(device)),
         rank_(rank),
         size_(size),
-        algorithm_(algorithm),
+        table_(std::move(table)),
         pair_timeout_(pair_timeout) {}
 
   std::string_view Name() const override { return "gloo"; }
@@ -252,7 +215,7 @@ class GlooBackend final : public Backend {
   // count is an int, and its waits use the pairs' timeout fixed at connect (the group's default), so
   // a per-op timeout override goes to the new API, which takes the timeout per call.
   GlooAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
-    GlooAlgorithm algo = algorithm_.automatic ? AutoGlooAlgorithm(Bytes(a, count), size_) : algorithm_.forced;
+    GlooAlgorithm algo = FromTable(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).algorithm);
     if (algo == GlooAlgorithm::kHalvingDoubling &&
         (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_context_ == nullptr))
       algo = GlooAlgorithm::kRing;
@@ -266,10 +229,13 @@ class GlooBackend final : public Backend {
     ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
     GlooAlgorithm algo = AlgorithmFor(a, count);
     if (algo != last_algorithm_) {  // one debug line per change, not per call
-      COMMKIT_LOG_DEBUG("gloo all-reduce: ", ToString(algo), " from ", Bytes(a, count), " bytes at ", size_,
-                        " ranks (", algorithm_.automatic ? "auto" : "forced", ")");
+      COMMKIT_LOG_DEBUG("gloo all-reduce: ", ToString(algo), " from ", Bytes(a, count), " bytes at ", size_, " ranks (",
+                        table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).why, ")");
       last_algorithm_ = algo;
     }
+    tune::NoteRun("gloo", algo == GlooAlgorithm::kHalvingDoubling ? tune::Algorithm::kHalvingDoubling
+                          : algo == GlooAlgorithm::kBcube               ? tune::Algorithm::kBcube
+                                                                        : tune::Algorithm::kRing);
     if (algo == GlooAlgorithm::kHalvingDoubling) {
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
@@ -494,7 +460,7 @@ class GlooBackend final : public Backend {
   std::shared_ptr<gloo::rendezvous::Context> hd_context_;
   std::shared_ptr<gloo::transport::Device> device_;
   int rank_, size_;
-  GlooAlgorithmChoice algorithm_;
+  tune::Table table_;
   std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
   std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
 };
@@ -573,9 +539,12 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   std::int64_t prime_bytes = 0;
   COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
-  auto algorithm = GlooAlgorithmFromEnv();
-  if (!algorithm.ok())
-    return algorithm.status().WithContext(StrCat(who, ": COMMKIT_GLOO_ALGORITHM selects Gloo's all-reduce algorithm"));
+  tune::TableOptions tune_options;
+  tune_options.store = ctx.store;
+  tune_options.rank = ctx.rank;
+  tune_options.timeout = ctx.timeout;
+  auto table = tune::Table::ForGroup("gloo", {ctx.size, ctx.size, 1}, tune_options);
+  if (!table.ok()) return table.status().WithContext(who);
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
@@ -584,8 +553,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
     std::shared_ptr<gloo::rendezvous::Context> hd_context;
-    const bool uses_hd = algorithm->automatic ? AutoHalvingDoublingLimit(ctx.size) > 0
-                                              : algorithm->forced == GlooAlgorithm::kHalvingDoubling;
+    const bool uses_hd = table->Uses(CollectiveKind::kAllreduce, tune::Algorithm::kHalvingDoubling);
     if (ctx.size > 1 && uses_hd) {
       hd_context = std::make_shared<gloo::rendezvous::Context>(ctx.rank, ctx.size);
       hd_context->setTimeout(ctx.timeout);
@@ -594,9 +562,9 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
       PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
     }
     COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
-                     " bytes, all-reduce algorithm ", algorithm->automatic ? "auto" : ToString(algorithm->forced));
+                     " bytes, all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost));
     return std::unique_ptr<Backend>(
-        new GlooBackend(context, hd_context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout));
+        new GlooBackend(context, hd_context, device, ctx.rank, ctx.size, std::move(*table), ctx.timeout));
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
                                                      " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
