@@ -5,13 +5,23 @@
 
 #include "commkit/comm/tuning.h"
 #include "commkit/common/config.h"
+#include "commkit/common/strings.h"
 #include "pg_harness.h"
+#include "test_support.h"
 
 namespace commkit::testing {
 namespace {
 
 using tune::Algorithm;
 using tune::Source;
+
+#define TUNE_WAIT_OK(expr)                                                \
+  do {                                                                    \
+    auto tune_work_ = (expr);                                             \
+    ASSERT_TRUE(tune_work_.ok()) << tune_work_.status().ToString();       \
+    Status tune_ws_ = (*tune_work_)->Synchronize(std::chrono::minutes(2)); \
+    ASSERT_TRUE(tune_ws_.ok()) << tune_ws_.ToString();                    \
+  } while (false)
 
 constexpr auto kAll = CollectiveKind::kAllreduce;
 constexpr auto kHostMem = MemoryKind::kHost;
@@ -123,7 +133,7 @@ TEST(TuneSpec, MalformedItemsSayWhatWhereAndHow) {
     const std::string m = r.status().message();
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << m;
     EXPECT_NE(m.find("COMMKIT_TUNE item 2"), std::string::npos) << m;
-    EXPECT_NE(m.find("at character 22"), std::string::npos) << m;
+    EXPECT_NE(m.find("at character 21"), std::string::npos) << m;
     EXPECT_NE(m.find(c.expect), std::string::npos) << c.spec << " -> " << m;
     EXPECT_NE(m.find("docs/tuning.md"), std::string::npos) << m;
   }
@@ -148,7 +158,9 @@ TEST(TuneSpec, HostileInputIsRefusedWithoutCrashing) {
     std::string s(rng() % 200, ' ');
     for (char& c : s) c = alphabet[rng() % alphabet.size()];
     auto r = tune::ParseSpec(s);
-    if (!r.ok()) EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
   }
 }
 
@@ -363,7 +375,7 @@ TEST(TuneCalibration, CacheRoundTripAndEveryBadFile) {
   ASSERT_TRUE(probe.ok());
   c.version = COMMKIT_VERSION_STRING;
   char host[256] = {};
-  ::gethostname(host, sizeof(host) - 1);
+  std::snprintf(host, sizeof(host), "%s", tune::CalibrationHostname().c_str());
   c.hostname = host;
   ASSERT_TRUE(tune::SaveCalibration(path, c).ok());
   auto loaded = tune::LoadCalibration(path);
@@ -443,7 +455,7 @@ TEST(TunePlan, RowsTextAndJson) {
   const std::string text = tune::PlanText(rows);
   EXPECT_NE(text.find("recursive_doubling"), std::string::npos) << text;
   EXPECT_NE(text.find("segment=256 KiB"), std::string::npos) << text;
-  EXPECT_NE(text.find("COMMKIT_TUNE item 1 'mpi.allreduce:1M-:library'"), std::string::npos) << text;
+  EXPECT_NE(text.find("tuning spec item 1 'mpi.allreduce:1M-:library'"), std::string::npos) << text;
   auto j = nlohmann::json::parse(tune::PlanJson(rows));
   ASSERT_TRUE(j.is_array());
   ASSERT_EQ(j.size(), 3u);
@@ -463,7 +475,7 @@ TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
     RunRanks("host", 2, [&](ProcessGroup& pg) {
       Buffer b(DataType::kFloat32, count);
       for (std::size_t i = 0; i < count; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
-      COMMKIT_WAIT_OK(pg.Allreduce(nullptr, b.data(), count, DataType::kFloat32, ReduceOp::Sum()));
+      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), count, DataType::kFloat32, ReduceOp::Sum()));
       for (std::size_t i = 0; i < count; i += 7) ASSERT_EQ(b.at(i), Reference(DataType::kFloat32, ReduceOp::Sum(), 2, i));
     });
     // Both ranks ran the forced algorithm (the group's own fingerprint all-reduce may add more).
@@ -487,7 +499,7 @@ TEST(TuneBackends, GlooRunsWhatCommkitTuneForces) {
     RunRanks("gloo", 2, [&](ProcessGroup& pg) {
       Buffer b(DataType::kInt32, 5);
       for (std::size_t i = 0; i < 5; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
-      COMMKIT_WAIT_OK(pg.Allreduce(nullptr, b.data(), 5, DataType::kInt32, ReduceOp::Sum()));
+      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), 5, DataType::kInt32, ReduceOp::Sum()));
       for (std::size_t i = 0; i < 5; ++i) ASSERT_EQ(b.at(i), Reference(DataType::kInt32, ReduceOp::Sum(), 2, i));
     });
     EXPECT_GE(tune::RunCount("gloo", algo) - before, 2u) << spec;  // default at 20 bytes: halving_doubling

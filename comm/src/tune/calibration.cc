@@ -27,7 +27,7 @@ constexpr std::size_t kMaxCacheBytes = 1 << 20;
 // Where the pieces of a piecewise fit meet.
 constexpr double kCuts[] = {64.0 * 1024, 2.0 * 1024 * 1024};
 
-std::string Hostname() {
+std::string HostnameImpl() {
   char name[256] = {};
   if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "unknown-host";
   std::string out;
@@ -43,6 +43,8 @@ std::optional<CollectiveKind> CollectiveNamed(std::string_view name) {
 }
 
 }  // namespace
+
+std::string CalibrationHostname() { return HostnameImpl(); }
 
 const Fit* Calibration::Find(std::string_view backend, CollectiveKind collective, Algorithm algorithm, int ranks,
                              std::size_t bytes) const {
@@ -73,7 +75,7 @@ std::filesystem::path CalibrationPath() {
   } else {
     return {};
   }
-  return dir / StrCat("calibration-", Hostname(), "-", COMMKIT_VERSION_STRING, ".json");
+  return dir / StrCat("calibration-", CalibrationHostname(), "-", COMMKIT_VERSION_STRING, ".json");
 }
 
 std::string SerializeCalibration(const Calibration& c) {
@@ -173,9 +175,9 @@ Result<std::optional<Calibration>> LoadCalibration(const std::filesystem::path& 
     return Status::InvalidArgument(StrCat("calibration cache ", path.string(), " was measured by commkit ",
                                              c.version.empty() ? "(unknown)" : c.version, ", this is ",
                                              COMMKIT_VERSION_STRING, "; run commkit-bench --calibrate again"));
-  if (c.hostname != Hostname())
+  if (c.hostname != CalibrationHostname())
     return Status::InvalidArgument(StrCat("calibration cache ", path.string(), " was measured on host '", c.hostname,
-                                             "', this is '", Hostname(), "'; run commkit-bench --calibrate here"));
+                                             "', this is '", CalibrationHostname(), "'; run commkit-bench --calibrate here"));
   return std::optional<Calibration>(std::move(c));
 }
 

@@ -62,7 +62,7 @@ std::vector<PlanRow> Plan(const Table& table, CollectiveKind collective, MemoryK
 
 std::string PlanText(const std::vector<PlanRow>& rows) {
   std::ostringstream out;
-  out << "# backend  collective   sizes                  algorithm           source       predicted (first..last)  why\n";
+  out << "# backend  collective   sizes                  algorithm                  source       predicted (first..last)  why\n";
   for (const PlanRow& r : rows) {
     std::string sizes = StrCat(HumanBytes(static_cast<double>(r.min_bytes)), " .. ",
                                HumanBytes(static_cast<double>(r.max_bytes)));
@@ -71,7 +71,7 @@ std::string PlanText(const std::vector<PlanRow>& rows) {
     std::string pred = StrCat(Time(r.predicted_min_s), " .. ", Time(r.predicted_max_s));
     if (!r.predicted_by.empty()) pred += StrCat(" (", r.predicted_by, ")");
     char line[512];
-    std::snprintf(line, sizeof(line), "  %-8s %-12s %-22s %-19s %-12s %-24s ", r.backend.c_str(),
+    std::snprintf(line, sizeof(line), "  %-8s %-12s %-22s %-26s %-12s %-24s ", r.backend.c_str(),
                   std::string(ToString(r.collective)).c_str(), sizes.c_str(), algo.c_str(),
                   std::string(ToString(r.source)).c_str(), pred.c_str());
     out << line << r.why << "\n";

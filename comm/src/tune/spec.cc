@@ -255,12 +255,14 @@ Result<std::vector<Rule>> ParseSpec(std::string_view text, std::string_view orig
   while (start <= text.size()) {
     std::size_t end = text.find(',', start);
     if (end == std::string_view::npos) end = text.size();
-    const std::string_view item = Trim(text.substr(start, end - start));
+    const std::string_view raw = text.substr(start, end - start);
+    const std::string_view item = Trim(raw);
     if (!item.empty()) {
+      const std::size_t at = start + static_cast<std::size_t>(item.data() - raw.data());
       ++index;
       if (rules.size() >= kMaxItems)
         return Status::InvalidArgument(StrCat(origin, " has more than ", kMaxItems, " items; merge ranges (", kHelp, ")"));
-      const std::string where = StrCat(origin, " item ", index, " '", Shown(item), "' (at character ", start + 1, ")");
+      const std::string where = StrCat(origin, " item ", index, " '", Shown(item), "' (at character ", at + 1, ")");
       COMMKIT_ASSIGN_OR_RETURN(Rule rule, ParseItem(item, where));
       rule.why = StrCat(origin, " item ", index, " '", std::string(item), "'");
       rules.push_back(std::move(rule));

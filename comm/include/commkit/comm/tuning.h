@@ -134,6 +134,8 @@ struct Calibration {
 // $XDG_CACHE_HOME/commkit/calibration-<hostname>-<version>.json, else ~/.cache/commkit/...; empty
 // when none can be named.
 std::filesystem::path CalibrationPath();
+// This host's name as the cache keys it (characters other than [A-Za-z0-9._-] become '_').
+std::string CalibrationHostname();
 // nullopt when the file is absent or the cache is off. A file that is unreadable, malformed, of
 // another format version, commkit version or host is an error saying so (callers that only read the
 // cache ignore it with a warning: a stale cache never stops a job; delete it or recalibrate).
