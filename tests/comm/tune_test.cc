@@ -344,6 +344,12 @@ TEST(TuneCalibration, FitRecoversAlphaAndBeta) {
   const tune::Fit f = tune::FitSamples(samples);
   EXPECT_NEAR(f.alpha_s, 5e-6, 1e-7);
   EXPECT_NEAR(f.beta_Bps, 2e9, 2e7);
+  // One stalled size (50x) does not move the fit.
+  auto stalled = samples;
+  stalled[3].second *= 50;
+  const tune::Fit r = tune::FitSamples(stalled);
+  EXPECT_NEAR(r.alpha_s, 5e-6, 1e-7);
+  EXPECT_NEAR(r.beta_Bps, 2e9, 2e7);
   tune::Fit key;
   key.backend = "host";
   const auto pieces = tune::FitPieces(key, samples);

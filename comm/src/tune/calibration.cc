@@ -206,47 +206,43 @@ Status SaveCalibration(const std::filesystem::path& path, const Calibration& cal
 }
 
 Fit FitSamples(const std::vector<std::pair<double, double>>& samples) {
-  // Minimise sum ((alpha + n*g - t) / t)^2 over alpha >= 0 and g = 1/beta > 0: each row [1/t, n/t] . [alpha, g] ~ 1.
-  double s11 = 0, s12 = 0, s22 = 0, r1 = 0, r2 = 0;
-  int used = 0;
-  for (const auto& [n, t] : samples) {
-    if (!(t > 0) || n < 0) continue;
-    const double a = 1 / t, b = n / t;
-    s11 += a * a;
-    s12 += a * b;
-    s22 += b * b;
-    r1 += a;
-    r2 += b;
-    ++used;
-  }
+  // Timings on a shared machine carry stalls of whole scheduler slices: a least-squares fit follows
+  // them. The fit minimises the sum of |log(predicted / measured)| instead (a median-like criterion:
+  // a few stalled sizes do not move it), over candidates where the line passes through one or two
+  // samples, which is where an L1 optimum lies.
+  std::vector<std::pair<double, double>> s;
+  for (const auto& [n, t] : samples)
+    if (t > 0 && std::isfinite(t) && n >= 0 && std::isfinite(n)) s.emplace_back(n, t);
   Fit f;
-  f.samples = used;
-  if (used == 0) return f;
-  double alpha = 0, g = 0;
-  const double det = s11 * s22 - s12 * s12;
-  if (used >= 2 && det > 1e-12 * s11 * s22) {
-    alpha = (r1 * s22 - r2 * s12) / det;
-    g = (s11 * r2 - s12 * r1) / det;
-  }
-  if (alpha < 0 || g <= 0) {  // one parameter only: the better of pure latency and pure bandwidth
-    const double a_only = r1 / s11;
-    const double g_only = s22 > 0 ? r2 / s22 : 0;
-    auto err = [&](double al, double gg) {
-      double e = 0;
-      for (const auto& [n, t] : samples)
-        if (t > 0 && n >= 0) e += std::pow((al + n * gg - t) / t, 2);
-      return e;
-    };
-    if (g_only > 0 && err(0, g_only) < err(a_only, 0)) {
-      alpha = 0;
-      g = g_only;
-    } else {
-      alpha = a_only;
-      g = 1e-15;  // bandwidth effectively unlimited
+  f.samples = static_cast<int>(s.size());
+  if (s.empty()) return f;
+  auto cost = [&](double alpha, double g) {
+    double e = 0;
+    for (const auto& [n, t] : s) e += std::abs(std::log((alpha + n * g) / t));
+    return e;
+  };
+  double best_alpha = s[0].second, best_g = 0, best = cost(best_alpha, 0);
+  auto consider = [&](double alpha, double g) {
+    if (!(alpha >= 0) || !(g >= 0) || !std::isfinite(alpha) || !std::isfinite(g) || alpha + g <= 0) return;
+    const double c = cost(alpha, g);
+    if (c < best) {
+      best = c;
+      best_alpha = alpha;
+      best_g = g;
+    }
+  };
+  for (std::size_t i = 0; i < s.size() && i < 64; ++i) {
+    consider(s[i].second, 0);                                   // latency only
+    if (s[i].first > 0) consider(0, s[i].second / s[i].first);  // bandwidth only
+    for (std::size_t j = i + 1; j < s.size() && j < 64; ++j) {  // through two samples
+      const double dn = s[j].first - s[i].first;
+      if (dn == 0) continue;
+      const double g = (s[j].second - s[i].second) / dn;
+      consider(s[i].second - g * s[i].first, g);
     }
   }
-  f.alpha_s = alpha;
-  f.beta_Bps = 1 / g;
+  f.alpha_s = best_alpha;
+  f.beta_Bps = best_g > 0 ? 1 / best_g : 1e15;  // no measurable per-byte cost: bandwidth effectively unlimited
   return f;
 }
 

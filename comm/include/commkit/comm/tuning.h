@@ -144,8 +144,8 @@ Result<std::optional<Calibration>> LoadCalibration(const std::filesystem::path& 
 Status SaveCalibration(const std::filesystem::path& path, const Calibration& calibration);
 std::string SerializeCalibration(const Calibration& calibration);
 Result<Calibration> ParseCalibration(std::string_view text, std::string_view origin);
-// Least-squares alpha/beta from (bytes, seconds) samples, weighted so every size counts relatively.
-// Only alpha, beta and samples are set.
+// alpha/beta from (bytes, seconds) samples, minimising the summed |log(predicted/measured)| so that
+// a few stalled samples (a shared machine) do not move the fit. Only alpha, beta and samples are set.
 Fit FitSamples(const std::vector<std::pair<double, double>>& samples);
 // Piecewise fits over the size axis (cut at 64 KiB and 2 MiB, where caches and protocols change),
 // each from the samples in its piece; key fields copied from `key`.
