@@ -191,6 +191,10 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   app.add_option("--predict", o.predict,
                  "all-reduce: predicted busbw from the topology cost model (measure, defaults or off)")
       ->check(CLI::IsMember({"measure", "defaults", "off"}));
+  app.add_flag("--plan", o.plan,
+               "print which algorithm runs at each size and why (selection table, docs/tuning.md); measure nothing");
+  app.add_flag("--calibrate", o.calibrate,
+               "all-reduce: time every algorithm of each backend and write the calibration cache (docs/tuning.md)");
   app.add_option("--mismatch-check", mismatch,
                  "the process group's cross-rank mismatch check (0/1; costs one small allreduce per call)")
       ->capture_default_str();
@@ -267,6 +271,9 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   }
   if (!Describe(o.collective).has_in_place) o.in_place = false;
   if (!Describe(o.collective).has_out_of_place) o.out_of_place = false;
+  if (o.calibrate && o.collective != BenchCollective::kAllreduce)
+    return Status::InvalidArgument("commkit-bench: --calibrate measures all-reduce only; use commkit-bench allreduce");
+  if (o.calibrate && o.plan) return Status::InvalidArgument("commkit-bench: --plan and --calibrate exclude each other");
   o.check = check != 0;
   o.progress = !no_progress;
   o.mismatch_check = mismatch != 0;

@@ -210,13 +210,14 @@ std::string RenderResults(const BenchOptions& o, const std::vector<ResultRow>& r
 std::string PredictionTable(const std::vector<ResultRow>& rows, const std::string& model) {
   std::ostringstream out;
   out << "#\n# Predicted vs measured busbw (GB/s); " << model << "\n";
-  out << "#         size  backend        measured  predicted  algorithm\n";
+  // pred/meas: predicted time over measured time (= measured busbw over predicted busbw).
+  out << "#         size  backend        measured  predicted  pred/meas  algorithm\n";
   for (const ResultRow& r : rows) {
     if (r.pred_busbw_gbps <= 0) continue;
     const Measurement& m = r.out_of_place.valid ? r.out_of_place : r.in_place;
     if (!m.valid) continue;
-    out << Format("  %12zu  %-12s  %9.3f  %9.3f  %s\n", r.bytes, r.backend.c_str(), m.busbw_gbps, r.pred_busbw_gbps,
-                  r.pred_algorithm.c_str());
+    out << Format("  %12zu  %-12s  %9.3f  %9.3f  %9.2f  %s\n", r.bytes, r.backend.c_str(), m.busbw_gbps,
+                  r.pred_busbw_gbps, m.busbw_gbps / r.pred_busbw_gbps, r.pred_algorithm.c_str());
   }
   return out.str();
 }

@@ -422,11 +422,28 @@ TEST(Algorithms, ChoicesAnEntryDoesNotRunAreRejected) {
   EXPECT_FALSE(ParseAlgorithm("tree").ok());
 }
 
-// The default all-reduce choice: recursive doubling for small messages or fewer elements than ranks.
-TEST(Algorithms, DefaultAllreduceChoice) {
-  EXPECT_EQ(DefaultAllreduceChoice(1024, 256, 4).algorithm, Algorithm::kRecursiveDoubling);
-  EXPECT_EQ(DefaultAllreduceChoice(1 << 20, 1 << 18, 4).algorithm, Algorithm::kRing);
-  EXPECT_EQ(DefaultAllreduceChoice(1 << 20, 3, 4).algorithm, Algorithm::kRecursiveDoubling);
+// The selection table's choice as this layer's: the algorithm and segment carried over, a ring with
+// fewer elements than ranks run as recursive doubling, algorithms the layer does not have refused.
+TEST(Algorithms, AllreduceChoiceFromTheTable) {
+  tune::Choice ring;
+  ring.algorithm = tune::Algorithm::kRing;
+  ring.params.segment_bytes = 32 << 10;
+  auto c = AllreduceChoice(ring, 1 << 18, 4);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->algorithm, Algorithm::kRing);
+  EXPECT_EQ(c->segment_bytes, std::size_t{32} << 10);
+  c = AllreduceChoice(ring, 3, 4);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->algorithm, Algorithm::kRecursiveDoubling);
+  tune::Choice hd;
+  hd.algorithm = tune::Algorithm::kHalvingDoubling;
+  c = AllreduceChoice(hd, 100, 4);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(c->segment_bytes, AlgorithmChoice{}.segment_bytes);
+  tune::Choice library;
+  library.algorithm = tune::Algorithm::kLibrary;
+  EXPECT_FALSE(AllreduceChoice(library, 100, 4).has_value());
 }
 
 }  // namespace

@@ -25,6 +25,7 @@
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/registry.h"
 #include "commkit/comm/rendezvous.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/common/strings.h"
 #include "commkit/bench/device.h"
 
@@ -206,24 +207,35 @@ int Main(int argc, char** argv) {
   const std::string reproduce =
       ReproduceCommand({.argv = args, .env = CurrentEnvironment(), .local = o.local_ranks > 0, .as_root = geteuid() == 0});
 
+  if (o.plan) {
+    // What the selection table runs at each size, for this job's rank count; nothing is measured.
+    int ranks = o.local_ranks;
+    if (ranks == 0) {
+      auto launch = DetectLaunchEnvironment();
+      ranks = launch.ok() ? launch->world_size * o.ranks_per_process : o.ranks_per_process;
+    }
+    auto plan = PlanOutput(o, ranks);
+    if (!plan.ok()) {
+      std::cerr << plan.status().message() << "\n";
+      return 2;
+    }
+    std::cout << *plan << std::flush;
+    return 0;
+  }
+
   auto memory = ResolveBackends(o);
   if (!memory.ok()) {
     std::cerr << memory.status().message() << "\n";
     return memory.status().code() == StatusCode::kUnavailable ? 4 : 2;
   }
 
-  std::vector<ResultRow> rows;
-  int nranks = 0;
+  // The job: ranks as threads over one HashStore (--local), or this process's ranks of a launched job.
+  std::shared_ptr<Store> job_store;
+  int first_rank = 0, count = 0, nranks = 0, first_local = 0, world_size = 1;
   bool print = false;
   if (o.local_ranks > 0) {
-    nranks = o.local_ranks;
-    auto store = std::make_shared<HashStore>();
-    std::vector<RankOutcome> outcomes = RunThreads(store, 0, nranks, nranks, 0, o, *memory);
-    if (Status s = FirstError(outcomes); !s.ok()) {
-      std::cerr << s.ToString() << "\n";
-      return 1;
-    }
-    rows = outcomes[0].rows;
+    nranks = count = o.local_ranks;
+    job_store = std::make_shared<HashStore>();
     print = true;
   } else {
     auto rdzv = RendezvousFromEnvironment();
@@ -235,17 +247,60 @@ int Main(int argc, char** argv) {
     // -g G: G ranks per process, numbered process-major so that a node's ranks are contiguous.
     const int g = o.ranks_per_process;
     nranks = rdzv->info.world_size * g;
-    std::vector<RankOutcome> outcomes =
-        RunThreads(rdzv->store, rdzv->info.rank * g, g, nranks, rdzv->info.local_rank * g, o, *memory);
+    first_rank = rdzv->info.rank * g;
+    first_local = rdzv->info.local_rank * g;
+    count = g;
+    world_size = rdzv->info.world_size;
+    job_store = rdzv->store;
+    print = rdzv->info.rank == 0;
+  }
+  auto run = [&](const BenchOptions& opts, const std::string& prefix, std::vector<ResultRow>& out) -> bool {
+    std::vector<RankOutcome> outcomes = RunThreads(std::make_shared<PrefixStore>(prefix, job_store), first_rank, count,
+                                                   nranks, first_local, opts, *memory);
     if (Status s = FirstError(outcomes); !s.ok()) {
       std::cerr << s.ToString() << "\n" << std::flush;
       // Under mpirun, stop the other ranks rather than hang in MPI_Finalize waiting for them.
-      if (rdzv->info.world_size > 1) AbortMpiOnError(1);
+      if (world_size > 1) AbortMpiOnError(1);
+      return false;
+    }
+    out = std::move(outcomes[0].rows);
+    return true;
+  };
+
+  if (o.calibrate) {
+    // Every algorithm of every backend in turn, forced through the selection table; then one fit per
+    // (backend, algorithm, size piece) into the cache.
+    tune::Calibration calibration;
+    std::string summary;
+    int run_index = 0;
+    for (const std::string& backend : o.backends) {
+      const std::string name = backend == "auto" ? AutoBackendName() : backend;
+      for (tune::Algorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1})) {
+        BenchOptions opts = o;
+        opts.backends = {name};
+        opts.raw.clear();
+        opts.predict = "off";
+        opts.calibrate = false;
+        tune::SetProcessSpec(StrCat(name, ".allreduce:*:", tune::ToString(algorithm)));
+        std::vector<ResultRow> forced;
+        const bool ok = run(opts, StrCat("calibrate/", run_index++, "/"), forced);
+        tune::SetProcessSpec(std::nullopt);
+        if (!ok) return 1;
+        summary += AddCalibrationFits(name, algorithm, nranks, forced, calibration);
+      }
+    }
+    if (!print) return 0;
+    auto saved = SaveCalibrationMerged(calibration);
+    if (!saved.ok()) {
+      std::cerr << saved.status().message() << "\n";
       return 1;
     }
-    rows = std::move(outcomes[0].rows);
-    print = rdzv->info.rank == 0;
+    std::cout << summary << "# calibration written to " << *saved << " (safe to delete)\n" << std::flush;
+    return 0;
   }
+
+  std::vector<ResultRow> rows;
+  if (!run(o, "", rows)) return 1;
   if (print) {
     std::string model;
     if (o.collective == BenchCollective::kAllreduce && o.predict != "off") {

@@ -5,6 +5,8 @@
 //   commkit-topo export --format nccl-xml|nvsmi|json|dot|svg [-o FILE]
 //   commkit-topo advise [--format shell|env|json] [--master-addr A]
 //   commkit-topo capture DIR|FILE.tar.gz       save exactly what the probes read
+//   commkit-topo plan [--backend host,gloo,mpi] [--ranks 2] [--nodes 1] [--collective allreduce] [--json]
+//                                              which algorithm runs at each size and why (docs/tuning.md)
 //   --from DIR|FILE.tar.gz|TOPOLOGY_FILE       replay a capture, or import a topology file
 // Exit codes: 0 ok; 1 usage error; 2 input could not be read/imported; 3 output could not be written;
 // 4 advise found a user setting that contradicts the machine.
@@ -35,6 +37,7 @@
 #include "commkit/topology/import.h"
 #include "commkit/topology/json.h"
 #include "commkit/topology/probe.h"
+#include "plan.h"
 
 extern char** environ;
 
@@ -220,6 +223,16 @@ int main(int argc, char** argv) {
   std::string capture_to;
   auto* cap = app.add_subcommand("capture", "save exactly what the probes read, for --from replay");
   cap->add_option("DEST", capture_to, "directory or FILE.tar.gz")->required();
+  TopoPlanArgs plan_args;
+  auto* plan = app.add_subcommand("plan", "which algorithm each backend runs at each size, and why (docs/tuning.md)");
+  plan->add_option("--backend", plan_args.backends, "backends (host, gloo, mpi)")->delimiter(',');
+  plan->add_option("--collective", plan_args.collective, "collective")->capture_default_str();
+  plan->add_option("--ranks", plan_args.ranks, "ranks in the group")->capture_default_str();
+  plan->add_option("--nodes", plan_args.nodes, "nodes the ranks are on")->capture_default_str();
+  plan->add_option("--ppn", plan_args.ranks_per_node, "most ranks on one node (default: ranks / nodes)");
+  plan->add_option("-b,--min-bytes", plan_args.min_size, "smallest size")->capture_default_str();
+  plan->add_option("-e,--max-bytes", plan_args.max_size, "largest size")->capture_default_str();
+  plan->add_flag("--json", plan_args.json, "machine-readable output");
   app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
   try {
     app.parse(argc, argv);
@@ -326,6 +339,8 @@ int main(int argc, char** argv) {
       PrintShow(*report, text);
       std::cout << EscapeControl(text.str());
     }
+  } else if (plan->parsed()) {
+    rc = RunTopoPlan(plan_args, *report);
   } else if (matrix->parsed()) {
     std::cout << EscapeControl(ExportNvsmiMatrix(report->topology));
   } else if (exp->parsed()) {

@@ -38,11 +38,17 @@ Result<Algorithm> ParseAlgorithm(std::string_view name) {
   return Status::InvalidArgument(StrCat("unknown collective algorithm '", name, "' (known: ", Join(names, ", "), ")"));
 }
 
-AlgorithmChoice DefaultAllreduceChoice(std::size_t bytes, std::size_t count, int ranks, std::size_t ring_min_bytes) {
+std::optional<AlgorithmChoice> AllreduceChoice(const tune::Choice& choice, std::size_t count, int ranks) {
   AlgorithmChoice c;
-  c.algorithm = bytes > ring_min_bytes && count >= static_cast<std::size_t>(std::max(ranks, 1))
-                    ? Algorithm::kRing
-                    : Algorithm::kRecursiveDoubling;
+  switch (choice.algorithm) {
+    case tune::Algorithm::kRing: c.algorithm = Algorithm::kRing; break;
+    case tune::Algorithm::kRecursiveDoubling: c.algorithm = Algorithm::kRecursiveDoubling; break;
+    case tune::Algorithm::kHalvingDoubling: c.algorithm = Algorithm::kHalvingDoubling; break;
+    default: return std::nullopt;
+  }
+  if (c.algorithm == Algorithm::kRing && count < static_cast<std::size_t>(std::max(ranks, 1)))
+    c.algorithm = Algorithm::kRecursiveDoubling;
+  if (choice.params.segment_bytes != 0) c.segment_bytes = choice.params.segment_bytes;
   return c;
 }
 

@@ -61,6 +61,12 @@ struct BenchOptions {
   // --predict: all-reduce rows get the topology cost model's busbw ("measure": calibrated on this host,
   // about a second; "defaults": the model's documented defaults; "off").
   std::string predict = "measure";
+  // --plan: print which algorithm the selection table (commkit/comm/tuning.h) runs at each size of the
+  // sweep and why, with the predicted time, for every backend of -B/--compare; nothing is measured.
+  bool plan = false;
+  // --calibrate: all-reduce only; sweep every algorithm of every backend of -B/--compare (each forced
+  // in turn), fit alpha/beta per size piece and write the calibration cache (docs/tuning.md).
+  bool calibrate = false;
 };
 
 // "8", "64K", "1M", "2G", "1.5K", "16KiB", "4MB" (binary multiples, as nccl-tests). Error on garbage,

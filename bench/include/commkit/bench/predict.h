@@ -1,7 +1,11 @@
-// Predicted bus bandwidth from the topology cost model (topology/cost_model.h), next to what was
-// measured: an alpha-beta model of this host (memcpy bandwidth for shared-memory backends, TCP
-// loopback for Gloo, measured once and briefly) for the ring and recursive-doubling all-reduce; the
-// prediction is the faster of the two. All-reduce only; other collectives get none.
+// Predicted times next to what was measured, the selection-table plan (--plan) and the calibration
+// (--calibrate) of commkit-bench (docs/tuning.md).
+//
+// An all-reduce row's prediction comes from the selection table (commkit/comm/tuning.h) when the
+// calibration cache has a fit for that backend, algorithm and rank count ("(calibration)" after the
+// algorithm); otherwise from the topology cost model of this host: memcpy bandwidth for shared-memory
+// backends, TCP loopback for Gloo (measured once and briefly, or the documented defaults), ring or
+// recursive doubling, the faster.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +14,10 @@
 #include <string_view>
 #include <vector>
 
+#include "commkit/bench/options.h"
 #include "commkit/bench/report.h"
+#include "commkit/comm/tuning.h"
+#include "commkit/common/status.h"
 
 namespace commkit::bench {
 
@@ -36,7 +43,24 @@ struct AllreducePrediction {
 std::optional<AllreducePrediction> PredictAllreduce(const PredictionModel& model, std::string_view backend, int nranks,
                                                     std::size_t bytes);
 
-// Fills pred_busbw_gbps / pred_algorithm of every all-reduce row with PredictAllreduce.
+// Fills pred_busbw_gbps / pred_algorithm of every all-reduce row: from the calibration cache where it
+// has a fit for the algorithm the table chooses, else from `model` (Gloo rows: TCP loopback; every
+// other backend: shared memory).
 void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows);
+
+// The backend "auto" stands for: the first available host-memory backend of the registry.
+std::string AutoBackendName();
+
+// --plan: for every backend of the options, the selection table's choice per size bucket of the sweep
+// (text, or one JSON array with --format json). InvalidArgument for a malformed COMMKIT_TUNE.
+Result<std::string> PlanOutput(const BenchOptions& options, int nranks);
+
+// --calibrate: adds piecewise fits of `rows` (one forced algorithm's sweep) to `into`; returns a
+// summary line per fit ("# host flat 2 ranks 0 B..64 KiB: alpha 3.1 us, beta 2.3 GB/s, worst fit 1.12x").
+std::string AddCalibrationFits(const std::string& backend, tune::Algorithm algorithm, int nranks,
+                               const std::vector<ResultRow>& rows, tune::Calibration& into);
+// Writes `fits` into the cache (keeping the cache's fits for other backends/algorithms/rank counts
+// when it is valid); returns the path.
+Result<std::string> SaveCalibrationMerged(const tune::Calibration& fits);
 
 }  // namespace commkit::bench

@@ -55,13 +55,13 @@ class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
               std::shared_ptr<::gloo::rendezvous::Context> hd_context, std::shared_ptr<::gloo::transport::Device> device,
-              int rank, int size, GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout)
+              int rank, int size, tune::Table table, std::chrono::milliseconds pair_timeout)
       : context_(std::move(context)),
         hd_context_(std::move(hd_context)),
         device_(std::move(device)),
         rank_(rank),
         size_(size),
-        algorithm_(algorithm),
+        table_(std::move(table)),
         pair_timeout_(pair_timeout) {}
 
   std::string_view Name() const override { return "gloo"; }
@@ -97,12 +97,12 @@ class GlooBackend final : public Backend {
   std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
   std::uint32_t Tag(const CollectiveArgs& a) const { return static_cast<std::uint32_t>(a.sequence & 0x7FFFFFFF); }
 
-  // The algorithm for one all-reduce: the forced one or the `auto` table's, except that the old
+  // The algorithm for one all-reduce: the selection table's choice, except that the old
   // halving-doubling template falls back to the new-style ring where it cannot honor the call: its
   // count is an int, and its waits use the pairs' timeout fixed at connect (the group's default), so
   // a per-op timeout override goes to the new API, which takes the timeout per call.
   GlooAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
-    GlooAlgorithm algo = algorithm_.automatic ? AutoGlooAlgorithm(Bytes(a, count), size_) : algorithm_.forced;
+    GlooAlgorithm algo = FromTable(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).algorithm);
     if (algo == GlooAlgorithm::kHalvingDoubling &&
         (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_context_ == nullptr))
       algo = GlooAlgorithm::kRing;
@@ -116,10 +116,11 @@ class GlooBackend final : public Backend {
     ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
     GlooAlgorithm algo = AlgorithmFor(a, count);
     if (algo != last_algorithm_) {  // one debug line per change, not per call
-      COMMKIT_LOG_DEBUG("gloo all-reduce: ", ToString(algo), " from ", Bytes(a, count), " bytes at ", size_,
-                        " ranks (", algorithm_.automatic ? "auto" : "forced", ")");
+      COMMKIT_LOG_DEBUG("gloo all-reduce: ", ToString(algo), " from ", Bytes(a, count), " bytes at ", size_, " ranks (",
+                        table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).why, ")");
       last_algorithm_ = algo;
     }
+    tune::NoteRun("gloo", ToTable(algo));
     if (algo == GlooAlgorithm::kHalvingDoubling) {
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
@@ -344,7 +345,7 @@ class GlooBackend final : public Backend {
   std::shared_ptr<::gloo::rendezvous::Context> hd_context_;
   std::shared_ptr<::gloo::transport::Device> device_;
   int rank_, size_;
-  GlooAlgorithmChoice algorithm_;
+  tune::Table table_;
   std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
   std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
 };
@@ -365,9 +366,9 @@ Status FromGloo(const std::exception& e, std::string_view what) {
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
-                                         GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout) {
+                                         tune::Table table, std::chrono::milliseconds pair_timeout) {
   return std::make_unique<GlooBackend>(std::move(context), std::move(hd_context), std::move(device), rank, size,
-                                       algorithm, pair_timeout);
+                                       std::move(table), pair_timeout);
 }
 
 }  // namespace commkit::comm::gloo

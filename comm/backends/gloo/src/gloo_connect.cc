@@ -170,9 +170,12 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   std::int64_t prime_bytes = 0;
   COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
-  auto algorithm = GlooAlgorithmFromEnv();
-  if (!algorithm.ok())
-    return algorithm.status().WithContext(StrCat(who, ": COMMKIT_GLOO_ALGORITHM selects Gloo's all-reduce algorithm"));
+  tune::TableOptions tune_options;
+  tune_options.store = ctx.store;
+  tune_options.rank = ctx.rank;
+  tune_options.timeout = ctx.timeout;
+  auto table = tune::Table::ForGroup("gloo", {ctx.size, ctx.size, 1}, tune_options);
+  if (!table.ok()) return table.status().WithContext(who);
   try {
     auto device = ::gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.size);
@@ -181,8 +184,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
     std::shared_ptr<::gloo::rendezvous::Context> hd_context;
-    const bool uses_hd = algorithm->automatic ? AutoHalvingDoublingLimit(ctx.size) > 0
-                                              : algorithm->forced == GlooAlgorithm::kHalvingDoubling;
+    const bool uses_hd = table->Uses(CollectiveKind::kAllreduce, tune::Algorithm::kHalvingDoubling);
     if (ctx.size > 1 && uses_hd) {
       hd_context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.size);
       hd_context->setTimeout(ctx.timeout);
@@ -191,8 +193,8 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
       PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
     }
     COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
-                     " bytes, all-reduce algorithm ", algorithm->automatic ? "auto" : ToString(algorithm->forced));
-    return MakeGlooBackend(context, hd_context, device, ctx.rank, ctx.size, *algorithm, ctx.timeout);
+                     " bytes, all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost));
+    return MakeGlooBackend(context, hd_context, device, ctx.rank, ctx.size, std::move(*table), ctx.timeout);
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
                                                      " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));

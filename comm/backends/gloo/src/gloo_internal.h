@@ -1,4 +1,4 @@
-// Private to the gloo backend: its all-reduce algorithm choice, error mapping and the Backend
+// Private to the gloo backend: its all-reduce algorithms, error mapping and the Backend
 // factory shared by connect (gloo_connect.cc) and the collectives (gloo_backend.cc).
 #pragma once
 
@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "commkit/comm/backend.h"
+#include "commkit/comm/tuning.h"
 
 namespace commkit::comm::gloo {
 
@@ -20,17 +21,10 @@ namespace commkit::comm::gloo {
 enum class GlooAlgorithm { kRing, kHalvingDoubling, kBcube };
 std::string_view ToString(GlooAlgorithm a);
 
-// COMMKIT_GLOO_ALGORITHM: "auto" (default) or one algorithm forced for every all-reduce.
-struct GlooAlgorithmChoice {
-  bool automatic = true;
-  GlooAlgorithm forced = GlooAlgorithm::kRing;
-};
-Result<GlooAlgorithmChoice> GlooAlgorithmFromEnv();
-
-// Largest all-reduce (bytes) `auto` runs with halving-doubling at `ranks` ranks; 0: never.
-std::size_t AutoHalvingDoublingLimit(int ranks);
-// The `auto` algorithm for an all-reduce of `bytes` over `ranks` ranks.
-GlooAlgorithm AutoGlooAlgorithm(std::size_t bytes, int ranks);
+// The selection table's all-reduce algorithm (tuning.h; the built-in rules, halving-doubling for
+// small messages at power-of-two rank counts, are the gloo part of comm/src/tune) as Gloo's, and back.
+GlooAlgorithm FromTable(tune::Algorithm a);
+tune::Algorithm ToTable(GlooAlgorithm a);
 
 // A Gloo exception as a Status (timeouts as kTimeout, I/O errors as kRemoteError).
 Status FromGloo(const std::exception& e, std::string_view what);
@@ -39,6 +33,6 @@ Status FromGloo(const std::exception& e, std::string_view what);
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
-                                         GlooAlgorithmChoice algorithm, std::chrono::milliseconds pair_timeout);
+                                         tune::Table table, std::chrono::milliseconds pair_timeout);
 
 }  // namespace commkit::comm::gloo

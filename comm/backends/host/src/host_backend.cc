@@ -8,13 +8,13 @@
 #include "commkit/comm/algorithms/algorithms.h"
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/common/config.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "host_transport.h"
 #if COMMKIT_HAVE_UCX
-#include "commkit/topology/cost_model.h"
 #include "host_remote.h"
 #endif
 
@@ -23,49 +23,6 @@ namespace commkit::comm::host {
 namespace {
 
 using algorithms::CountOffsets;
-
-// All-reduce across hosts: one flat algorithm over every rank, or hierarchical (within hosts, then
-// between the hosts' leaders, then within hosts).
-enum class AllreducePlan : std::uint8_t { kRing, kHalvingDoubling, kHierarchical };
-std::string_view PlanName(AllreducePlan p) {
-  switch (p) {
-    case AllreducePlan::kRing: return "ring";
-    case AllreducePlan::kHalvingDoubling: return "halving_doubling";
-    case AllreducePlan::kHierarchical: return "hierarchical";
-  }
-  return "?";
-}
-
-// A choice per message size: entry k covers sizes above entry k-1's bound up to its own; the last
-// entry covers every larger size too.
-template <typename T>
-struct SizeChoice {
-  std::vector<std::pair<std::size_t, T>> ranges;
-  T For(std::size_t bytes) const {
-    for (const auto& [upto, choice] : ranges)
-      if (bytes <= upto) return choice;
-    return ranges.back().second;
-  }
-  // "ring up to 32 KiB, hierarchical above" (one range: just the name).
-  template <typename NameFn>
-  std::string Describe(NameFn name) const {
-    std::string out;
-    for (std::size_t i = 0; i < ranges.size(); ++i) {
-      out += StrCat(i == 0 ? "" : ", ", name(ranges[i].second));
-      if (ranges.size() == 1) break;
-      out += i + 1 < ranges.size() ? StrCat(" up to ", HumanBytes(static_cast<double>(ranges[i].first)))
-                                   : StrCat(" above ", HumanBytes(static_cast<double>(ranges[i - 1].first)));
-    }
-    return out;
-  }
-  void Add(std::size_t upto, T choice) {
-    if (!ranges.empty() && ranges.back().second == choice) {
-      ranges.back().first = upto;
-    } else {
-      ranges.emplace_back(upto, choice);
-    }
-  }
-};
 
 #if COMMKIT_HAVE_UCX
 // The algorithm layer's parameters for an all-reduce between hosts: whole ring blocks per message
@@ -83,18 +40,16 @@ struct RemoteState {
 #if COMMKIT_HAVE_UCX
   std::unique_ptr<UcxTransport> ucx;
   std::unique_ptr<RemoteCollectives> collectives;
-  SizeChoice<algorithms::Algorithm> between_leaders;  // in the hierarchical plan
 #endif
   std::vector<int> leaders;  // the lowest group rank of every host, in host order
   bool leader = false;
   int size = 0;  // the whole group
-  SizeChoice<AllreducePlan> allreduce;
 };
 
 class HostBackend final : public Backend {
  public:
-  HostBackend(std::unique_ptr<Transport> transport, std::size_t flat_bytes, std::unique_ptr<RemoteState> remote)
-      : t_(std::move(transport)), flat_bytes_(std::min(flat_bytes, t_->slot_bytes())), remote_(std::move(remote)) {}
+  HostBackend(std::unique_ptr<Transport> transport, tune::Table table, std::unique_ptr<RemoteState> remote)
+      : t_(std::move(transport)), table_(std::move(table)), remote_(std::move(remote)) {}
 
   std::string_view Name() const override { return "host"; }
   // Across hosts the fingerprints only meet within each host: ProcessGroup's own exchange is needed.
@@ -253,7 +208,10 @@ class HostBackend final : public Backend {
   Status Reduction(const CollectiveArgs& a, Deadline d, int root) {
     const std::size_t e = SizeOf(a.dtype), bytes = a.count * e;
     const auto* in = static_cast<const std::uint8_t*>(a.send ? a.send : a.recv);
-    if (bytes > flat_bytes_ && P() > 1) return Sliced(a, d, in, root);
+    // Flat or sliced: the selection table's choice (tuning.h).
+    const bool sliced = P() > 1 && table_.Select(a.kind, MemoryKind::kHost, bytes).algorithm == tune::Algorithm::kSliced;
+    tune::NoteRun("host", sliced ? tune::Algorithm::kSliced : tune::Algorithm::kFlat);
+    if (sliced) return Sliced(a, d, in, root);
     auto* out = static_cast<std::uint8_t*>(a.recv);
     COMMKIT_RETURN_IF_ERROR(Exchange(a, d, in, std::vector<std::size_t>(P(), bytes), [&](std::size_t lo, const auto& src) {
       if (root < 0 || me() == root) ReduceAll(a, out + lo, src, 0, std::min(t_->slot_bytes(), bytes - lo) / e);
@@ -399,9 +357,11 @@ class HostBackend final : public Backend {
     CollectiveArgs a = args;
     if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) a.sequence = ++remote_ops_;
     const std::size_t bytes = a.count * SizeOf(a.dtype);
-    const AllreducePlan plan = a.kind == CollectiveKind::kAllreduce ? remote_->allreduce.For(bytes) : AllreducePlan::kRing;
-    if (plan != AllreducePlan::kHierarchical)
-      return remote_->collectives->Run(a, d, RemoteChoice(plan == AllreducePlan::kHalvingDoubling
+    const tune::Choice plan = a.kind == CollectiveKind::kAllreduce ? table_.Select(a.kind, MemoryKind::kHost, bytes)
+                                                                   : tune::Choice{};  // ring
+    if (a.kind == CollectiveKind::kAllreduce) tune::NoteRun("host", plan.algorithm);
+    if (plan.algorithm != tune::Algorithm::kHierarchical)
+      return remote_->collectives->Run(a, d, RemoteChoice(plan.algorithm == tune::Algorithm::kHalvingDoubling
                                                               ? algorithms::Algorithm::kHalvingDoubling
                                                               : algorithms::Algorithm::kRing));
     const bool avg = a.op.kind == ReduceKind::kAvg;
@@ -412,8 +372,11 @@ class HostBackend final : public Backend {
     COMMKIT_RETURN_IF_ERROR(Reduction(local, d, 0));
     if (remote_->leader) {
       ReduceKind between = avg || a.op.kind == ReduceKind::kPreMulSum ? ReduceKind::kSum : a.op.kind;
-      COMMKIT_RETURN_IF_ERROR(remote_->collectives->Allreduce(RemoteChoice(remote_->between_leaders.For(bytes)), a,
-                                                              a.recv, a.count, between, remote_->leaders, d));
+      const algorithms::Algorithm leaders = plan.params.between == tune::Algorithm::kHalvingDoubling
+                                                ? algorithms::Algorithm::kHalvingDoubling
+                                                : algorithms::Algorithm::kRing;
+      COMMKIT_RETURN_IF_ERROR(remote_->collectives->Allreduce(RemoteChoice(leaders), a, a.recv, a.count, between,
+                                                              remote_->leaders, d));
       if (avg) DivideInPlace(a.dtype, a.recv, a.count, remote_->size);
     }
     CollectiveArgs bcast = a;
@@ -429,7 +392,7 @@ class HostBackend final : public Backend {
   }
 
   std::unique_ptr<Transport> t_;
-  std::size_t flat_bytes_;
+  tune::Table table_;
   std::unique_ptr<RemoteState> remote_;
   std::uint64_t remote_ops_ = 0;
   Status broken_;
@@ -437,67 +400,12 @@ class HostBackend final : public Backend {
   std::vector<std::uint8_t> scratch_;
 };
 
-#if COMMKIT_HAVE_UCX
-// The all-reduce plans for `hosts` hosts of at most `most` ranks: forced by COMMKIT_HOST_ALGORITHM, or
-// per size the cheapest in the topology cost model (shared memory within a host, TCP between) of the
-// ring, halving-doubling and, when a host has several ranks, hierarchical. Between the leaders the
-// model picks ring or halving-doubling for `hosts` single-rank nodes.
-void PlanRemoteAllreduce(RemoteState& remote, const std::string& mode, int hosts, int most) {
-  using topology::AllReduceAlgorithm;
-  using Algo = algorithms::Algorithm;
-  constexpr double kLargest = double{1 << 30};
-  topology::ClusterShape shape;
-  shape.nodes = hosts;
-  shape.ranks_per_node = most;
-  shape.intra = topology::DefaultLinkCost(topology::LinkClass::kSHM);
-  shape.inter = topology::DefaultLinkCost(topology::LinkClass::kNetwork);
-  topology::ClusterShape leaders = shape;
-  leaders.ranks_per_node = 1;
-  auto model = topology::CostModel::Create(shape);
-  auto leader_model = topology::CostModel::Create(leaders);
-  bool hierarchical = false;
-  for (double bytes = 8; bytes <= kLargest; bytes *= 2) {
-    const auto upto = static_cast<std::size_t>(bytes);
-    Algo between = Algo::kRing;
-    if (leader_model.ok() && leader_model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s <
-                                 leader_model->Predict(AllReduceAlgorithm::kRing, bytes).time_s)
-      between = Algo::kHalvingDoubling;
-    remote.between_leaders.Add(upto, between);
-    AllreducePlan plan = AllreducePlan::kRing;
-    if (mode == "halving_doubling") {
-      plan = AllreducePlan::kHalvingDoubling;
-    } else if (mode == "hierarchical") {
-      plan = AllreducePlan::kHierarchical;
-    } else if (mode == "auto" && model.ok()) {
-      double best = model->Predict(AllReduceAlgorithm::kRing, bytes).time_s;
-      const double hd = model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s;
-      if (hd < best) {
-        best = hd;
-        plan = AllreducePlan::kHalvingDoubling;
-      }
-      // Hierarchical from the first size where it is predicted no slower, and every size above: the
-      // model's network link is a 100 Gb/s default, not the probed one, and with a slower network the
-      // flat algorithms only fall further behind (measured: hierarchical 1.6-3.5x faster than the
-      // flat ring at 8 B-16 MiB with 2 ranks per host over TCP; docs/host-backend.md).
-      if (most > 1 && (hierarchical || model->Predict(AllReduceAlgorithm::kHierarchical, bytes).time_s <= best)) {
-        plan = AllreducePlan::kHierarchical;
-        hierarchical = true;
-      }
-    }
-    remote.allreduce.Add(upto, plan);
-  }
-}
-#endif
 
 }  // namespace
 
 Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context) {
   TransportOptions options;
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
-  COMMKIT_ASSIGN_OR_RETURN(std::int64_t flat, EnvIntOr("COMMKIT_HOST_FLAT_BYTES", 64 << 10, 0, std::int64_t{1} << 30));
-  std::optional<std::string> algorithm;
-  COMMKIT_ASSIGN_OR_RETURN(algorithm,
-                           EnvChoice("COMMKIT_HOST_ALGORITHM", {"auto", "ring", "halving_doubling", "hierarchical"}));
   options.slot_bytes = static_cast<std::size_t>(slot) / 64 * 64;  // every element size divides it
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
 
@@ -518,9 +426,19 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
     }
     hosts[it - order.begin()].push_back(q);
   }
+  // Which algorithm runs at each size: the selection table (COMMKIT_TUNE, calibration, topology, defaults).
+  std::size_t most = 0;
+  for (const auto& h : hosts) most = std::max(most, h.size());
+  tune::TableOptions tune_options;
+  tune_options.store = context.store;
+  tune_options.rank = context.rank;
+  tune_options.timeout = context.timeout;
+  auto table = tune::Table::ForGroup(
+      "host", {context.size, static_cast<int>(most), static_cast<int>(hosts.size())}, tune_options);
+  if (!table.ok()) return table.status().WithContext(who);
   if (hosts.size() == 1) {
     COMMKIT_ASSIGN_OR_RETURN(auto transport, Transport::Connect(context, options));
-    return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat), nullptr));
+    return std::unique_ptr<Backend>(new HostBackend(std::move(transport), std::move(*table), nullptr));
   }
 #if COMMKIT_HAVE_UCX
   const std::size_t mine = static_cast<std::size_t>(
@@ -538,24 +456,11 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   for (const auto& h : hosts) remote->leaders.push_back(h.front());
   remote->leader = local.rank == 0;
   remote->size = context.size;
-  std::size_t most = 0;
-  for (const auto& h : hosts) most = std::max(most, h.size());
-  PlanRemoteAllreduce(*remote, algorithm.value_or("auto"), static_cast<int>(hosts.size()), static_cast<int>(most));
-  if (context.rank == 0) {
-    bool any_hierarchical = false;
-    for (const auto& range : remote->allreduce.ranges) any_hierarchical |= range.second == AllreducePlan::kHierarchical;
-    const std::string between =
-        any_hierarchical ? StrCat("; between the ", hosts.size(), " hosts' leaders: ",
-                                  remote->between_leaders.Describe(algorithms::ToString))
-                         : "";
+  if (context.rank == 0)
     COMMKIT_LOG_INFO(who, ": ", context.size, " ranks on ", hosts.size(), " hosts (shared memory within, UCX between); "
-                     "all-reduce: ", remote->allreduce.Describe(PlanName), between, " (COMMKIT_HOST_ALGORITHM=",
-                     algorithm.value_or("auto"), algorithm.value_or("auto") == "auto" ? ", from the topology cost model" : "",
-                     ")");
-  }
-  return std::unique_ptr<Backend>(new HostBackend(std::move(transport), static_cast<std::size_t>(flat), std::move(remote)));
+                     "all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost));
+  return std::unique_ptr<Backend>(new HostBackend(std::move(transport), std::move(*table), std::move(remote)));
 #else
-  (void)algorithm;
   return Status::Unavailable(StrCat(who, ": the ranks span ", hosts.size(), " hosts and this build has no UCX for the "
                                     "transport between them (apt install libucx-dev; COMMKIT_WITH_UCX=ON); use gloo or mpi"));
 #endif

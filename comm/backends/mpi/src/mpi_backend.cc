@@ -73,11 +73,27 @@ Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
     if (rc == MPI_SUCCESS) MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   }
   if (rc != MPI_SUCCESS) return Status::BackendError(StrCat("mpi backend: MPI_Comm_dup failed: ", MpiError(rc)));
+  auto table = MpiTable(ctx);
+  if (!table.ok()) {
+    CallGuard g;
+    MPI_Comm_free(&comm);
+    return table.status();
+  }
   return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name, *collectives == "auto",
-                                                 std::chrono::microseconds(*spin_us)));
+                                                 std::chrono::microseconds(*spin_us), std::move(*table)));
 }
 
 }  // namespace
+
+Result<tune::Table> MpiTable(const BackendContext& ctx) {
+  tune::TableOptions options;
+  options.store = ctx.store;
+  options.rank = ctx.rank;
+  options.timeout = ctx.timeout;
+  auto table = tune::Table::ForGroup("mpi", {ctx.size, ctx.size, 1}, options);
+  if (!table.ok()) return table.status().WithContext(StrCat("mpi backend, group ", ctx.group_name));
+  return table;
+}
 
 BackendInfo MpiBackendInfo() {
   BackendInfo info;

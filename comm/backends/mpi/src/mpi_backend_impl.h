@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commkit/comm/backend.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "mpi_runtime.h"
@@ -26,12 +27,16 @@ namespace commkit::comm::mpi {
 
 using Clock = std::chrono::steady_clock;
 
+// The group's selection table (tuning.h): which all-reduce algorithm runs at each size.
+Result<tune::Table> MpiTable(const BackendContext& ctx);
+
 class MpiBackend final : public Backend {
  public:
   // `p2p`: run all-reduce, broadcast and barrier on point-to-point messages over a private duplicate
   // of `comm` (the algorithm layer over Transport below) instead of MPI's nonblocking collectives. Collective over `comm`.
-  MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, std::chrono::microseconds spin)
-      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin) {
+  MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, std::chrono::microseconds spin,
+             tune::Table table)
+      : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin), table_(std::move(table)) {
     if (p2p && size_ > 1) {
       CallGuard g;
       if (MPI_Comm_dup(comm_, &p2p_comm_) == MPI_SUCCESS) {
@@ -102,7 +107,14 @@ class MpiBackend final : public Backend {
       return Status::Internal(StrCat("mpi backend: MPI_Comm_split placed this rank at ", r, "/", n,
                                      " but the process group expects ", context.rank, "/", context.size));
     }
-    return std::unique_ptr<Backend>(new MpiBackend(child, r, n, context.group_name, p2p_comm_ != MPI_COMM_NULL, spin_));
+    auto table = MpiTable(context);
+    if (!table.ok()) {
+      CallGuard g;
+      MPI_Comm_free(&child);
+      return table.status();
+    }
+    return std::unique_ptr<Backend>(
+        new MpiBackend(child, r, n, context.group_name, p2p_comm_ != MPI_COMM_NULL, spin_, std::move(*table)));
   }
 
   void Abort(std::string_view reason) override {
@@ -298,6 +310,7 @@ class MpiBackend final : public Backend {
   std::string broken_;  // why the backend is unusable (empty: usable)
   std::atomic<bool> aborted_{false};
   const std::chrono::microseconds spin_;  // pure MPI_Test spinning before yielding (WaitAll)
+  const tune::Table table_;                // which all-reduce algorithm runs at each size
 };
 
 }  // namespace commkit::comm::mpi

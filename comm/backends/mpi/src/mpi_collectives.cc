@@ -90,7 +90,10 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
     case CollectiveKind::kAllreduce: {
       if (a.count == 0) return Status::Ok();
       const void* in = a.send;
-      if (UseP2p(a, a.count)) {
+      // Recursive doubling, the ring (and its segment) or the library's own: the selection table's choice.
+      const std::optional<algorithms::AlgorithmChoice> choice = algorithms::AllreduceChoice(
+          table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, a.count)), a.count, size_);
+      if (UseP2p(a, a.count) && choice) {
         Transport t(*this, a);
         algorithms::AllreduceArgs args;
         if (premul) {
@@ -103,11 +106,13 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         args.count = a.count;
         args.elem_size = SizeOf(a.dtype);
         args.reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
-        const auto choice = algorithms::DefaultAllreduceChoice(Bytes(a, a.count), a.count, size_);
-        Status st = algorithms::Allreduce(t, algorithms::Group(rank_, size_), args, choice, DeadlineFor(a), p2p_scratch_);
+        tune::NoteRun("mpi", choice->algorithm == algorithms::Algorithm::kRing ? tune::Algorithm::kRing
+                                                                               : tune::Algorithm::kRecursiveDoubling);
+        Status st = algorithms::Allreduce(t, algorithms::Group(rank_, size_), args, *choice, DeadlineFor(a), p2p_scratch_);
         if (p2p_scratch_.size() > kKeepScratchBytes) std::vector<char>().swap(p2p_scratch_);
         COMMKIT_RETURN_IF_ERROR(st);
       } else {
+        tune::NoteRun("mpi", tune::Algorithm::kLibrary);
         if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
         if (premul) ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
         COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Iallreduce", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},

@@ -10,12 +10,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "commkit/comm/algorithms/transport.h"
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/common/status.h"
 
 namespace commkit::comm::algorithms {
@@ -43,10 +45,11 @@ struct AlgorithmChoice {
   std::size_t segment_bytes = std::size_t{256} << 10;
 };
 
-// The default choice for an all-reduce of `bytes` among `ranks` ranks when nothing else decides:
-// recursive doubling up to `ring_min_bytes` (or with fewer elements than ranks), the ring above.
-AlgorithmChoice DefaultAllreduceChoice(std::size_t bytes, std::size_t count, int ranks,
-                                       std::size_t ring_min_bytes = std::size_t{64} << 10);
+// The selection table's all-reduce choice (tuning.h, which holds every size threshold) as this layer's:
+// ring, recursive doubling or halving-doubling, with the table's segment size when it sets one. A ring
+// needs at least one element per rank, so fewer elements than ranks run recursive doubling. nullopt
+// for algorithms this layer does not run (the library's own, the host engine's shared-memory ones).
+std::optional<AlgorithmChoice> AllreduceChoice(const tune::Choice& choice, std::size_t count, int ranks);
 
 struct AllreduceArgs {
   void* buf = nullptr;       // every rank's result; also its input when `in` is null or equal to `buf`

@@ -1,0 +1,194 @@
+// What each backend can run, and its built-in rules: the long-standing behaviour of the host, gloo
+// and mpi backends, written as table rules (tuning.h, docs/tuning.md).
+#include "defaults.h"
+
+#include "commkit/common/strings.h"
+#include "commkit/topology/cost_model.h"
+
+namespace commkit::tune {
+
+namespace {
+
+bool PowerOfTwo(int n) { return n >= 1 && (n & (n - 1)) == 0; }
+
+Rule Make(std::string_view backend, CollectiveKind collective, std::size_t lo, std::size_t hi, Algorithm algorithm,
+          std::string why) {
+  Rule r;
+  r.backend = std::string(backend);
+  r.collective = collective;
+  r.min_bytes = lo;
+  r.max_bytes = hi;
+  r.algorithm = algorithm;
+  r.source = Source::kDefault;
+  r.why = std::move(why);
+  return r;
+}
+
+}  // namespace
+
+std::vector<Algorithm> Algorithms(std::string_view backend, CollectiveKind collective, const GroupShape& shape) {
+  using A = Algorithm;
+  if (backend == "host") {
+    // Across hosts the all-reduce is flat over UCX or hierarchical; within a host (and for the
+    // within-host step of the hierarchical all-reduce, a reduce) the shared-memory engine's two.
+    if (collective == CollectiveKind::kAllreduce && shape.nodes > 1) return {A::kRing, A::kHalvingDoubling, A::kHierarchical};
+    if (collective == CollectiveKind::kAllreduce || collective == CollectiveKind::kReduce) return {A::kFlat, A::kSliced};
+    return {};
+  }
+  if (backend == "gloo") {
+    if (collective == CollectiveKind::kAllreduce) return {A::kRing, A::kHalvingDoubling, A::kBcube};
+    return {};
+  }
+  if (backend == "mpi") {
+    if (collective == CollectiveKind::kAllreduce) return {A::kRecursiveDoubling, A::kRing, A::kLibrary};
+    return {};
+  }
+  return {};
+}
+
+std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape) {
+  using A = Algorithm;
+  std::vector<Rule> out;
+  if (backend == "host") {
+    // Within a host: every rank reduces everything from the slots while that is cheaper than the
+    // extra synchronisation of slicing (64 KiB; docs/host-backend.md).
+    constexpr std::size_t kFlat = std::size_t{64} << 10;
+    for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce}) {
+      if (c == CollectiveKind::kAllreduce && shape.nodes > 1) continue;
+      out.push_back(Make(backend, c, 0, kFlat + 1, A::kFlat, "built-in: flat up to 64 KiB (docs/host-backend.md)"));
+      out.push_back(Make(backend, c, kFlat + 1, kNoLimit, A::kSliced, "built-in: sliced above 64 KiB"));
+    }
+    if (shape.nodes > 1)
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kNoLimit, A::kRing,
+                         "built-in: flat ring over UCX (when the cost model cannot plan)"));
+    return out;
+  }
+  if (backend == "gloo") {
+    // Halving-doubling up to a per-rank-count size, ring above; bcube never; non-power-of-two rank
+    // counts always ring (scripts/gloo-algorithm-sweep.py, docs/gloo-algorithms.md: at 2 ranks
+    // halving-doubling took 0.12-0.33x ring's time up to 1 MiB, at 4 ranks 0.17-0.73x up to 256 KiB,
+    // ring 1.3-3.3x faster at 16-64 MiB; 3 ranks inconsistent). Beyond 4 ranks: the 4-rank limit.
+    std::size_t limit = 0;
+    if (shape.ranks >= 2 && PowerOfTwo(shape.ranks)) limit = shape.ranks == 2 ? std::size_t{1} << 20 : std::size_t{256} << 10;
+    if (limit > 0) {
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, limit + 1, A::kHalvingDoubling,
+                         StrCat("built-in: halving_doubling up to ", HumanBytes(static_cast<double>(limit)), " at ",
+                                shape.ranks, " ranks (docs/gloo-algorithms.md)")));
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, limit + 1, kNoLimit, A::kRing,
+                         StrCat("built-in: ring above ", HumanBytes(static_cast<double>(limit)))));
+    } else {
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kNoLimit, A::kRing,
+                         shape.ranks < 2 ? "built-in: ring" : "built-in: ring at a rank count that is not a power of two"));
+    }
+    return out;
+  }
+  if (backend == "mpi") {
+    // Recursive doubling (log2 p whole exchanges) up to 64 KiB, the segmented ring above.
+    constexpr std::size_t kRingMin = std::size_t{64} << 10;
+    out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kRingMin + 1, A::kRecursiveDoubling,
+                       "built-in: recursive doubling up to 64 KiB (docs/mpi-backend.md)"));
+    Rule ring = Make(backend, CollectiveKind::kAllreduce, kRingMin + 1, kNoLimit, A::kRing,
+                     "built-in: ring in 256 KiB segments above 64 KiB");
+    ring.params.segment_bytes = std::size_t{256} << 10;
+    out.push_back(ring);
+    return out;
+  }
+  return out;
+}
+
+std::vector<Rule> TopologyRules(std::string_view backend, const GroupShape& shape, double network_Bps,
+                                double network_alpha_s, const std::string& derivation) {
+  using topology::AllReduceAlgorithm;
+  std::vector<Rule> out;
+  if (backend != "host" || shape.nodes < 2 || !(network_Bps > 0)) return out;
+  // The host backend across hosts: shared memory within a host, the probed network between. Per size
+  // the cheapest of ring and halving-doubling, and hierarchical from the first size where it is
+  // predicted no slower and every size above (with a slower network the flat algorithms only fall
+  // further behind; docs/host-backend.md). Among the leaders: ring or halving-doubling, per size.
+  topology::ClusterShape cs;
+  cs.nodes = shape.nodes;
+  cs.ranks_per_node = shape.ranks_per_node;
+  cs.intra = topology::DefaultLinkCost(topology::LinkClass::kSHM);
+  cs.inter = topology::NetworkLinkCost(network_Bps * 8 / 1e6 / 0.9, false);
+  cs.inter.beta_Bps = network_Bps;
+  cs.inter.alpha_s = network_alpha_s;
+  topology::ClusterShape leaders = cs;
+  leaders.ranks_per_node = 1;
+  auto model = topology::CostModel::Create(cs);
+  auto leader_model = topology::CostModel::Create(leaders);
+  if (!model.ok() || !leader_model.ok()) return out;
+  const std::string why = StrCat("topology cost model: ", derivation);
+  bool hierarchical = false;
+  std::size_t lo = 0;
+  for (double bytes = 8; bytes <= double{1 << 30}; bytes *= 2) {
+    Rule r;
+    r.backend = std::string(backend);
+    r.collective = CollectiveKind::kAllreduce;
+    r.min_bytes = lo;
+    r.max_bytes = bytes >= double{1 << 30} ? kNoLimit : static_cast<std::size_t>(bytes) + 1;
+    r.source = Source::kTopology;
+    r.why = why;
+    r.params.between = leader_model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s <
+                               leader_model->Predict(AllReduceAlgorithm::kRing, bytes).time_s
+                           ? Algorithm::kHalvingDoubling
+                           : Algorithm::kRing;
+    double best = model->Predict(AllReduceAlgorithm::kRing, bytes).time_s;
+    r.algorithm = Algorithm::kRing;
+    const double hd = model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s;
+    if (hd < best) {
+      best = hd;
+      r.algorithm = Algorithm::kHalvingDoubling;
+    }
+    if (shape.ranks_per_node > 1 &&
+        (hierarchical || model->Predict(AllReduceAlgorithm::kHierarchical, bytes).time_s <= best)) {
+      r.algorithm = Algorithm::kHierarchical;
+      hierarchical = true;
+    }
+    r.predicted_s = model->Predict(r.algorithm == Algorithm::kRing              ? AllReduceAlgorithm::kRing
+                                   : r.algorithm == Algorithm::kHalvingDoubling ? AllReduceAlgorithm::kHalvingDoubling
+                                                                                : AllReduceAlgorithm::kHierarchical,
+                                   bytes)
+                        .time_s;
+    if (!out.empty() && out.back().algorithm == r.algorithm && out.back().params == r.params) {
+      out.back().max_bytes = r.max_bytes;
+    } else {
+      out.push_back(std::move(r));
+    }
+    lo = static_cast<std::size_t>(bytes) + 1;
+  }
+  return out;
+}
+
+double ModelSeconds(std::string_view backend, const GroupShape& shape, Algorithm algorithm, double bytes,
+                    double network_Bps, double network_alpha_s) {
+  using topology::AllReduceAlgorithm;
+  topology::ClusterShape cs;
+  cs.nodes = shape.nodes;
+  cs.ranks_per_node = shape.ranks_per_node;
+  // Uncalibrated: the cost model's documented defaults for this machine's links.
+  cs.intra = topology::DefaultLinkCost(backend == "gloo" ? topology::LinkClass::kLoopback : topology::LinkClass::kSHM);
+  if (shape.nodes > 1) {
+    cs.inter = topology::DefaultLinkCost(topology::LinkClass::kNetwork);
+    if (network_Bps > 0) {
+      cs.inter.beta_Bps = network_Bps;
+      cs.inter.alpha_s = network_alpha_s;
+    }
+  }
+  auto model = topology::CostModel::Create(cs);
+  if (!model.ok()) return -1;
+  AllReduceAlgorithm a;
+  switch (algorithm) {
+    case Algorithm::kRing:
+    case Algorithm::kSliced: a = AllReduceAlgorithm::kRing; break;
+    case Algorithm::kFlat:
+    case Algorithm::kRecursiveDoubling:
+    case Algorithm::kLibrary: a = AllReduceAlgorithm::kRecursiveDoubling; break;
+    case Algorithm::kHalvingDoubling:
+    case Algorithm::kBcube: a = AllReduceAlgorithm::kHalvingDoubling; break;
+    case Algorithm::kHierarchical: a = AllReduceAlgorithm::kHierarchical; break;
+    default: return -1;
+  }
+  return model->Predict(a, bytes).time_s;
+}
+
+}  // namespace commkit::tune

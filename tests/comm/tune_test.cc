@@ -1,0 +1,529 @@
+// The selection table (commkit/comm/tuning.h): the COMMKIT_TUNE grammar, precedence of its sources,
+// the deprecated variables, the calibration cache, the plan, and that a forced choice is what runs.
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "commkit/comm/tuning.h"
+#include "commkit/common/config.h"
+#include "commkit/common/strings.h"
+#include "pg_harness.h"
+#include "test_support.h"
+
+namespace commkit::testing {
+namespace {
+
+using tune::Algorithm;
+using tune::Source;
+
+#define TUNE_WAIT_OK(expr)                                                \
+  do {                                                                    \
+    auto tune_work_ = (expr);                                             \
+    ASSERT_TRUE(tune_work_.ok()) << tune_work_.status().ToString();       \
+    Status tune_ws_ = (*tune_work_)->Synchronize(std::chrono::minutes(2)); \
+    ASSERT_TRUE(tune_ws_.ok()) << tune_ws_.ToString();                    \
+  } while (false)
+
+constexpr auto kAll = CollectiveKind::kAllreduce;
+constexpr auto kHostMem = MemoryKind::kHost;
+
+tune::TableOptions Isolated(std::optional<std::string> spec = std::nullopt) {
+  tune::TableOptions o;
+  o.spec = spec.value_or("");
+  o.legacy_env = false;
+  o.read_cache = false;
+  return o;
+}
+
+tune::Table MustTable(std::string_view backend, tune::GroupShape shape, const tune::TableOptions& o) {
+  auto t = tune::Table::ForGroup(backend, shape, o);
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(*t) : tune::Table();
+}
+
+// ---- grammar ----
+
+TEST(TuneSpec, ParsesEveryField) {
+  auto rules = tune::ParseSpec(
+      " allreduce:0-64K:ring , gloo.allreduce@host:64K-:Halving_Doubling:segment=256K:ranks=2-4:nodes=1:ppn=2- ,"
+      "host.reduce:*:sliced");
+  ASSERT_TRUE(rules.ok()) << rules.status().ToString();
+  ASSERT_EQ(rules->size(), 3u);
+  const tune::Rule& a = (*rules)[0];
+  EXPECT_EQ(a.backend, "");
+  EXPECT_EQ(a.collective, kAll);
+  EXPECT_EQ(a.min_bytes, 0u);
+  EXPECT_EQ(a.max_bytes, 65536u);
+  EXPECT_EQ(a.algorithm, Algorithm::kRing);
+  EXPECT_EQ(a.source, Source::kEnv);
+  const tune::Rule& b = (*rules)[1];
+  EXPECT_EQ(b.backend, "gloo");
+  ASSERT_TRUE(b.memory.has_value());
+  EXPECT_EQ(*b.memory, kHostMem);
+  EXPECT_EQ(b.min_bytes, 65536u);
+  EXPECT_EQ(b.max_bytes, tune::kNoLimit);
+  EXPECT_EQ(b.algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(b.params.segment_bytes, 256u << 10);
+  EXPECT_EQ(b.ranks.min, 2);
+  EXPECT_EQ(b.ranks.max, 4);
+  EXPECT_EQ(b.nodes.min, 1);
+  EXPECT_EQ(b.nodes.max, 1);
+  EXPECT_EQ(b.ranks_per_node.min, 2);
+  EXPECT_EQ(b.ranks_per_node.max, INT_MAX);
+  EXPECT_NE(b.why.find("COMMKIT_TUNE item 2"), std::string::npos) << b.why;
+  EXPECT_EQ((*rules)[2].collective, CollectiveKind::kReduce);
+  EXPECT_EQ((*rules)[2].max_bytes, tune::kNoLimit);
+  // Round trip through the grammar.
+  for (const tune::Rule& r : *rules) {
+    auto again = tune::ParseSpec(tune::FormatRule(r));
+    ASSERT_TRUE(again.ok()) << tune::FormatRule(r) << ": " << again.status().ToString();
+    ASSERT_EQ(again->size(), 1u);
+    EXPECT_EQ((*again)[0].min_bytes, r.min_bytes);
+    EXPECT_EQ((*again)[0].max_bytes, r.max_bytes);
+    EXPECT_EQ((*again)[0].algorithm, r.algorithm);
+    EXPECT_EQ((*again)[0].params, r.params);
+    EXPECT_EQ((*again)[0].ranks, r.ranks);
+    EXPECT_EQ((*again)[0].backend, r.backend);
+  }
+  EXPECT_TRUE(tune::ParseSpec("").ok());
+  EXPECT_TRUE(tune::ParseSpec(" , ,").ok());
+}
+
+TEST(TuneSpec, Sizes) {
+  EXPECT_EQ(tune::ParseBytes("0"), 0u);
+  EXPECT_EQ(tune::ParseBytes("4096"), 4096u);
+  EXPECT_EQ(tune::ParseBytes("64K"), 65536u);
+  EXPECT_EQ(tune::ParseBytes("64KiB"), 65536u);
+  EXPECT_EQ(tune::ParseBytes("1mb"), 1u << 20);
+  EXPECT_EQ(tune::ParseBytes("2G"), std::size_t{2} << 30);
+  EXPECT_FALSE(tune::ParseBytes("").has_value());
+  EXPECT_FALSE(tune::ParseBytes("K").has_value());
+  EXPECT_FALSE(tune::ParseBytes("-1").has_value());
+  EXPECT_FALSE(tune::ParseBytes("1.5K").has_value());
+  EXPECT_FALSE(tune::ParseBytes("12X").has_value());
+  EXPECT_FALSE(tune::ParseBytes("99999999999999999999").has_value());
+  EXPECT_FALSE(tune::ParseBytes("99999999999999999G").has_value());
+}
+
+// Every malformed item is InvalidArgument naming the variable, the item, the bad piece and the fix.
+TEST(TuneSpec, MalformedItemsSayWhatWhereAndHow) {
+  struct Case {
+    std::string spec, expect;
+  } cases[] = {
+      {"allreduce:0-64K:rign", "unknown algorithm 'rign'"},
+      {"allreduce:0-64K", "expected at least target:range:algorithm"},
+      {"allreduce:64K-64K:ring", "empty size range"},
+      {"allreduce:1M-64K:ring", "empty size range"},
+      {"allreduce:64:ring", "needs a '-'"},
+      {"allreduce:x-1M:ring", "size 'x'"},
+      {"allreduce:0-1Q:ring", "size '1Q'"},
+      {"nccl.allreduce:*:ring", "unknown backend 'nccl'"},
+      {"allreduc:*:ring", "unknown collective 'allreduc'"},
+      {"allreduce@gpu:*:ring", "unknown memory kind 'gpu'"},
+      {"allreduce:*:ring:speed=3", "unknown parameter 'speed'"},
+      {"allreduce:*:ring:segment", "needs key=value"},
+      {"allreduce:*:ring:segment=0", "segment='0'"},
+      {"allreduce:*:ring:ranks=0", "ranks='0'"},
+      {"allreduce:*:ring:ranks=4-2", "ranks='4-2'"},
+      {"allreduce:*:hierarchical:between=flat", "between='flat'"},
+      {"send:*:ring", "unknown collective 'send'"},
+  };
+  for (const Case& c : cases) {
+    auto r = tune::ParseSpec(StrCat("allreduce:0-8:ring, ", c.spec));
+    ASSERT_FALSE(r.ok()) << c.spec;
+    const std::string m = r.status().message();
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << m;
+    EXPECT_NE(m.find("COMMKIT_TUNE item 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("at character 21"), std::string::npos) << m;
+    EXPECT_NE(m.find(c.expect), std::string::npos) << c.spec << " -> " << m;
+    EXPECT_NE(m.find("docs/tuning.md"), std::string::npos) << m;
+  }
+}
+
+TEST(TuneSpec, HostileInputIsRefusedWithoutCrashing) {
+  // Too long, too many items, control bytes and random garbage: an error (or rules), never a crash.
+  auto huge = tune::ParseSpec(std::string(1 << 20, 'a'));
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("bytes long"), std::string::npos) << huge.status().message();
+  std::string many;
+  for (int i = 0; i < 300; ++i) many += "allreduce:*:ring,";
+  auto lots = tune::ParseSpec(many);
+  ASSERT_FALSE(lots.ok());
+  EXPECT_NE(lots.status().message().find("more than 256 items"), std::string::npos);
+  auto ctrl = tune::ParseSpec(std::string("allreduce:*:\x01\x7f\xff", 15));
+  ASSERT_FALSE(ctrl.ok());
+  EXPECT_NE(ctrl.status().message().find("\\x01\\x7f\\xff"), std::string::npos) << ctrl.status().message();
+  const std::string alphabet = "allreduce:*-,.@=0123456789KMGhostgloompiring_\x01\xff ";
+  std::mt19937 rng(16);
+  for (int i = 0; i < 3000; ++i) {
+    std::string s(rng() % 200, ' ');
+    for (char& c : s) c = alphabet[rng() % alphabet.size()];
+    auto r = tune::ParseSpec(s);
+    if (!r.ok()) {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+// ---- the table ----
+
+TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
+  auto host = MustTable("host", {2, 2, 1}, Isolated());
+  EXPECT_EQ(host.Select(kAll, kHostMem, 64 << 10).algorithm, Algorithm::kFlat);
+  EXPECT_EQ(host.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, Algorithm::kSliced);
+  EXPECT_EQ(host.Select(CollectiveKind::kReduce, kHostMem, 1 << 20).algorithm, Algorithm::kSliced);
+  EXPECT_EQ(host.Select(kAll, kHostMem, 8).source, Source::kDefault);
+  auto gloo2 = MustTable("gloo", {2, 2, 1}, Isolated());
+  EXPECT_EQ(gloo2.Select(kAll, kHostMem, 1 << 20).algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(gloo2.Select(kAll, kHostMem, (1 << 20) + 1).algorithm, Algorithm::kRing);
+  auto gloo4 = MustTable("gloo", {4, 4, 1}, Isolated());
+  EXPECT_EQ(gloo4.Select(kAll, kHostMem, 256 << 10).algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(gloo4.Select(kAll, kHostMem, 512 << 10).algorithm, Algorithm::kRing);
+  auto gloo3 = MustTable("gloo", {3, 3, 1}, Isolated());
+  EXPECT_EQ(gloo3.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+  EXPECT_FALSE(gloo3.Uses(kAll, Algorithm::kHalvingDoubling));
+  EXPECT_TRUE(gloo2.Uses(kAll, Algorithm::kHalvingDoubling));
+  auto mpi = MustTable("mpi", {2, 2, 1}, Isolated());
+  EXPECT_EQ(mpi.Select(kAll, kHostMem, 64 << 10).algorithm, Algorithm::kRecursiveDoubling);
+  const tune::Choice ring = mpi.Select(kAll, kHostMem, 1 << 20);
+  EXPECT_EQ(ring.algorithm, Algorithm::kRing);
+  EXPECT_EQ(ring.params.segment_bytes, 256u << 10);
+  // Not tunable: the backend's only way, said so.
+  EXPECT_NE(mpi.Select(CollectiveKind::kBroadcast, kHostMem, 8).why.find("not tunable"), std::string::npos);
+}
+
+TEST(TuneTable, OverlappingItemsLaterWins) {
+  auto t = MustTable("mpi", {2, 2, 1}, Isolated("allreduce:0-1M:ring, allreduce:64K-128K:recursive_doubling"));
+  EXPECT_EQ(t.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+  EXPECT_EQ(t.Select(kAll, kHostMem, 100 << 10).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.Select(kAll, kHostMem, 128 << 10).algorithm, Algorithm::kRing);  // the end is exclusive
+  EXPECT_EQ(t.Select(kAll, kHostMem, 100 << 10).source, Source::kEnv);
+  EXPECT_EQ(t.Select(kAll, kHostMem, 2 << 20).source, Source::kDefault);
+  // Shape and memory filters.
+  auto shaped = MustTable("mpi", {2, 2, 1}, Isolated("allreduce:*:library:ranks=4-,allreduce@device:*:library"));
+  EXPECT_EQ(shaped.Select(kAll, kHostMem, 8).source, Source::kDefault);
+  EXPECT_EQ(shaped.Select(kAll, MemoryKind::kDevice, 8).algorithm, Algorithm::kLibrary);
+}
+
+TEST(TuneTable, ItemsForOtherBackendsOrShapes) {
+  // A generic item applies where the backend has the algorithm; a backend item that names an
+  // algorithm the backend lacks is an error naming the item and the backend's algorithms.
+  auto gloo = MustTable("gloo", {2, 2, 1}, Isolated("allreduce:*:recursive_doubling,allreduce:0-8:bcube"));
+  EXPECT_EQ(gloo.Select(kAll, kHostMem, 4).algorithm, Algorithm::kBcube);
+  EXPECT_EQ(gloo.Select(kAll, kHostMem, 64).source, Source::kDefault);
+  auto bad = tune::Table::ForGroup("gloo", {2, 2, 1}, Isolated("gloo.allreduce:*:sliced"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no sliced for allreduce (it has: ring, halving_doubling, bcube)"),
+            std::string::npos)
+      << bad.status().message();
+  // host ring is an across-hosts algorithm: within one host it is noted and ignored.
+  auto host = MustTable("host", {2, 2, 1}, Isolated("host.allreduce:*:ring"));
+  EXPECT_EQ(host.Select(kAll, kHostMem, 8).algorithm, Algorithm::kFlat);
+  ASSERT_FALSE(host.notes().empty());
+  EXPECT_NE(host.notes()[0].find("does not apply"), std::string::npos) << host.notes()[0];
+}
+
+tune::Calibration SyntheticCalibration(std::string_view backend, int ranks) {
+  // recursive doubling cheap per call, ring cheap per byte: the crossover is at 64 KiB.
+  tune::Calibration c;
+  c.created = "test";
+  auto fit = [&](Algorithm a, double alpha, double beta) {
+    tune::Fit f;
+    f.backend = std::string(backend);
+    f.algorithm = a;
+    f.ranks = ranks;
+    f.alpha_s = alpha;
+    f.beta_Bps = beta;
+    f.samples = 5;
+    c.fits.push_back(f);
+  };
+  fit(Algorithm::kRecursiveDoubling, 10e-6, 1e9);
+  fit(Algorithm::kRing, 10e-6 + 65536 / 1e9, 1e12);
+  return c;
+}
+
+TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
+  tune::TableOptions o = Isolated();
+  o.calibration = SyntheticCalibration("mpi", 2);
+  auto cal = MustTable("mpi", {2, 2, 1}, o);
+  EXPECT_EQ(cal.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(cal.Select(kAll, kHostMem, 8).source, Source::kCalibration);
+  EXPECT_EQ(cal.Select(kAll, kHostMem, 8 << 20).algorithm, Algorithm::kRing);
+  EXPECT_EQ(cal.Select(kAll, kHostMem, 8 << 20).source, Source::kCalibration);
+  const auto [s, by] = cal.Predict(kAll, Algorithm::kRecursiveDoubling, 1 << 20);
+  EXPECT_NEAR(s, 10e-6 + (1 << 20) / 1e9, 1e-9);
+  EXPECT_EQ(by, "calibration");
+  // Another rank count: the calibration does not apply.
+  auto other = MustTable("mpi", {4, 4, 1}, o);
+  EXPECT_EQ(other.Select(kAll, kHostMem, 8).source, Source::kDefault);
+  o.spec = "allreduce:0-1K:ring";
+  auto env = MustTable("mpi", {2, 2, 1}, o);
+  EXPECT_EQ(env.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+  EXPECT_EQ(env.Select(kAll, kHostMem, 8).source, Source::kEnv);
+  EXPECT_EQ(env.Select(kAll, kHostMem, 2048).source, Source::kCalibration);
+}
+
+TEST(TuneTable, PrecedenceEnvOverTopologyOverDefaults) {
+  // Across hosts the host backend plans with the given network link (the probed one in a backend).
+  tune::TableOptions o = Isolated();
+  o.network_Bps = 1.25e9;  // 10 Gb/s
+  o.network_alpha_s = 25e-6;
+  o.network_derivation = "test NIC 10 Gb/s";
+  auto topo = MustTable("host", {4, 2, 2}, o);
+  const tune::Choice big = topo.Select(kAll, kHostMem, 64 << 20);
+  EXPECT_EQ(big.source, Source::kTopology);
+  EXPECT_EQ(big.algorithm, Algorithm::kHierarchical);  // 2 ranks per host over a slow network
+  EXPECT_TRUE(big.params.between.has_value());
+  EXPECT_NE(big.why.find("test NIC 10 Gb/s"), std::string::npos) << big.why;
+  // Within the hosts the reduce step keeps the defaults.
+  EXPECT_EQ(topo.Select(CollectiveKind::kReduce, kHostMem, 8).source, Source::kDefault);
+  o.spec = "host.allreduce:*:hierarchical:between=halving_doubling,host.allreduce:0-4K:ring";
+  auto env = MustTable("host", {4, 2, 2}, o);
+  EXPECT_EQ(env.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+  const tune::Choice forced = env.Select(kAll, kHostMem, 64 << 20);
+  EXPECT_EQ(forced.source, Source::kEnv);
+  EXPECT_EQ(forced.params.between, Algorithm::kHalvingDoubling);
+  // Forced hierarchical without between=: the leaders' algorithm still comes from the model.
+  o.spec = "host.allreduce:*:hierarchical";
+  auto bare = MustTable("host", {4, 2, 2}, o);
+  EXPECT_TRUE(bare.Select(kAll, kHostMem, 8).params.between.has_value());
+}
+
+TEST(TuneTable, DeprecatedVariablesBecomeRules) {
+  {
+    ScopedEnv v("COMMKIT_GLOO_ALGORITHM", "Bcube");
+    tune::TableOptions o;
+    o.spec = "";
+    o.read_cache = false;
+    auto t = MustTable("gloo", {2, 2, 1}, o);
+    const tune::Choice c = t.Select(kAll, kHostMem, 8);
+    EXPECT_EQ(c.algorithm, Algorithm::kBcube);
+    EXPECT_EQ(c.source, Source::kEnv);
+    EXPECT_NE(c.why.find("COMMKIT_GLOO_ALGORITHM=bcube (deprecated; read as COMMKIT_TUNE=gloo.allreduce:*:bcube)"),
+              std::string::npos)
+        << c.why;
+    // COMMKIT_TUNE wins over the old variable.
+    o.spec = "gloo.allreduce:*:ring";
+    EXPECT_EQ(MustTable("gloo", {2, 2, 1}, o).Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+    // The host backend does not read gloo's variable.
+    o.spec = "";
+    EXPECT_EQ(MustTable("host", {2, 2, 1}, o).Select(kAll, kHostMem, 8).source, Source::kDefault);
+  }
+  {
+    ScopedEnv flat("COMMKIT_HOST_FLAT_BYTES", "4096");
+    ScopedEnv algo("COMMKIT_HOST_ALGORITHM", "halving_doubling");
+    tune::TableOptions o;
+    o.spec = "";
+    o.read_cache = false;
+    o.network_Bps = 12.5e9;
+    auto one = MustTable("host", {2, 2, 1}, o);
+    EXPECT_EQ(one.Select(kAll, kHostMem, 4096).algorithm, Algorithm::kFlat);
+    EXPECT_EQ(one.Select(kAll, kHostMem, 4097).algorithm, Algorithm::kSliced);
+    EXPECT_EQ(one.Select(CollectiveKind::kReduce, kHostMem, 4097).algorithm, Algorithm::kSliced);
+    auto two = MustTable("host", {4, 2, 2}, o);
+    EXPECT_EQ(two.Select(kAll, kHostMem, 8).algorithm, Algorithm::kHalvingDoubling);
+    EXPECT_EQ(two.Select(kAll, kHostMem, 8).source, Source::kEnv);
+  }
+  {
+    ScopedEnv bad("COMMKIT_GLOO_ALGORITHM", "fastest");
+    tune::TableOptions o;
+    o.spec = "";
+    o.read_cache = false;
+    auto t = tune::Table::ForGroup("gloo", {2, 2, 1}, o);
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find("COMMKIT_GLOO_ALGORITHM"), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find("fastest"), std::string::npos) << t.status().message();
+  }
+}
+
+// ---- calibration cache ----
+
+TEST(TuneCalibration, FitRecoversAlphaAndBeta) {
+  std::vector<std::pair<double, double>> samples;
+  for (double n = 8; n <= (64 << 20); n *= 4) samples.emplace_back(n, 5e-6 + n / 2e9);
+  const tune::Fit f = tune::FitSamples(samples);
+  EXPECT_NEAR(f.alpha_s, 5e-6, 1e-7);
+  EXPECT_NEAR(f.beta_Bps, 2e9, 2e7);
+  // One stalled size (50x) does not move the fit.
+  auto stalled = samples;
+  stalled[3].second *= 50;
+  const tune::Fit r = tune::FitSamples(stalled);
+  EXPECT_NEAR(r.alpha_s, 5e-6, 1e-7);
+  EXPECT_NEAR(r.beta_Bps, 2e9, 2e7);
+  tune::Fit key;
+  key.backend = "host";
+  const auto pieces = tune::FitPieces(key, samples);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].min_bytes, 0u);
+  EXPECT_EQ(pieces[1].min_bytes, 65536u);
+  EXPECT_EQ(pieces[2].max_bytes, tune::kNoLimit);
+  for (const auto& [n, t] : samples) {
+    tune::Calibration c;
+    c.fits = pieces;
+    const tune::Fit* p = c.Find("host", kAll, Algorithm::kRing, 2, static_cast<std::size_t>(n));
+    ASSERT_NE(p, nullptr);
+    EXPECT_NEAR(tune::PredictSeconds(*p, n) / t, 1.0, 0.05) << n;
+  }
+}
+
+TEST(TuneCalibration, CacheRoundTripAndEveryBadFile) {
+  TempDir dir;
+  const auto path = dir.path() / "sub" / "cal.json";
+  auto absent = tune::LoadCalibration(path);
+  ASSERT_TRUE(absent.ok());
+  EXPECT_FALSE(absent->has_value());
+
+  tune::Calibration c = SyntheticCalibration("mpi", 2);
+  ScopedEnv cache("COMMKIT_TUNE_CACHE", path.string());
+  ASSERT_EQ(tune::CalibrationPath(), path);
+  // The right host and version: what CalibrationPath's default name is keyed by.
+  auto probe = tune::ParseCalibration(tune::SerializeCalibration(c), "x");
+  ASSERT_TRUE(probe.ok());
+  c.version = COMMKIT_VERSION_STRING;
+  char host[256] = {};
+  std::snprintf(host, sizeof(host), "%s", tune::CalibrationHostname().c_str());
+  c.hostname = host;
+  ASSERT_TRUE(tune::SaveCalibration(path, c).ok());
+  auto loaded = tune::LoadCalibration(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ((*loaded)->fits, c.fits);
+
+  // The table reads the cache named by COMMKIT_TUNE_CACHE.
+  tune::TableOptions o;
+  o.spec = "";
+  o.legacy_env = false;
+  EXPECT_EQ(MustTable("mpi", {2, 2, 1}, o).Select(kAll, kHostMem, 8).source, Source::kCalibration);
+
+  const std::string good = tune::SerializeCalibration(c);
+  auto with = [&](std::string from, std::string to) {
+    std::string s = good;
+    const auto at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) s.replace(at, from.size(), to);
+    return s;
+  };
+  struct Bad {
+    std::string text, expect;
+  } bad[] = {
+      {"", "not a JSON object"},
+      {"{\"format\": 3", "not a JSON object"},
+      {"[1,2]", "not a JSON object"},
+      {with("commkit-calibration", "something-else"), "not a commkit calibration file"},
+      {with("\"format_version\": 1", "\"format_version\": 2"), "format_version is not 1"},
+      {with(StrCat("\"", COMMKIT_VERSION_STRING, "\""), "\"0.0.0-other\""), "measured by commkit 0.0.0-other"},
+      {with(StrCat("\"", host, "\""), "\"another-host\""), "measured on host 'another-host'"},
+      {with("\"recursive_doubling\"", "\"teleport\""), "unknown algorithm"},
+      {with("\"beta_Bps\": 1000000000.0", "\"beta_Bps\": -1"), "in range"},
+      {std::string(2 << 20, ' '), "calibration cache"},
+  };
+  for (const Bad& b : bad) {
+    dir.Write("sub/cal.json", b.text);
+    auto r = tune::LoadCalibration(path);
+    ASSERT_FALSE(r.ok()) << b.expect;
+    EXPECT_NE(r.status().message().find(b.expect), std::string::npos) << b.expect << " -> " << r.status().message();
+    // A bad cache never stops a group: the table notes it and plans without it.
+    auto t = tune::Table::ForGroup("mpi", {2, 2, 1}, o);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ(t->Select(kAll, kHostMem, 8).source, Source::kDefault);
+    ASSERT_FALSE(t->notes().empty());
+    EXPECT_NE(t->notes().back().find("calibration cache ignored"), std::string::npos) << t->notes().back();
+  }
+  ScopedEnv off("COMMKIT_TUNE_CACHE", "off");
+  EXPECT_TRUE(tune::CalibrationPath().empty());
+}
+
+TEST(TuneCalibration, DefaultPathIsKeyedByHostAndVersion) {
+  ScopedEnv cache("COMMKIT_TUNE_CACHE", std::nullopt);
+  ScopedEnv xdg("XDG_CACHE_HOME", "/nonexistent/xdg");
+  const std::string p = tune::CalibrationPath().string();
+  EXPECT_EQ(p.rfind("/nonexistent/xdg/commkit/calibration-", 0), 0u) << p;
+  EXPECT_NE(p.find(COMMKIT_VERSION_STRING), std::string::npos) << p;
+}
+
+// ---- plan ----
+
+TEST(TunePlan, RowsTextAndJson) {
+  tune::TableOptions o = Isolated("mpi.allreduce:1M-:library");
+  auto t = MustTable("mpi", {2, 2, 1}, o);
+  const auto rows = tune::Plan(t, kAll, kHostMem, 8, 64 << 20);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(rows[0].min_bytes, 8u);
+  EXPECT_EQ(rows[0].max_bytes, 64u << 10);
+  EXPECT_EQ(rows[0].source, Source::kDefault);
+  EXPECT_GT(rows[0].predicted_min_s, 0);
+  EXPECT_EQ(rows[1].algorithm, Algorithm::kRing);
+  EXPECT_EQ(rows[1].params.segment_bytes, 256u << 10);
+  EXPECT_EQ(rows[2].algorithm, Algorithm::kLibrary);
+  EXPECT_EQ(rows[2].source, Source::kEnv);
+  EXPECT_EQ(rows[2].max_bytes, 64u << 20);
+  const std::string text = tune::PlanText(rows);
+  EXPECT_NE(text.find("recursive_doubling"), std::string::npos) << text;
+  EXPECT_NE(text.find("segment=256 KiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("tuning spec item 1 'mpi.allreduce:1M-:library'"), std::string::npos) << text;
+  auto j = nlohmann::json::parse(tune::PlanJson(rows));
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 3u);
+  EXPECT_EQ(j[2]["algorithm"], "library");
+  EXPECT_EQ(j[2]["source"], "env");
+  EXPECT_EQ(j[1]["segment_bytes"], 256 << 10);
+  EXPECT_NE(tune::Describe(t, kAll, kHostMem).find("library"), std::string::npos);
+}
+
+// ---- a forced choice is what the backend runs ----
+
+TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
+  ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
+  auto run = [](const std::string& spec, std::size_t count, Algorithm expect) {
+    ScopedEnv tune_env("COMMKIT_TUNE", spec);
+    const std::uint64_t before = tune::RunCount("host", expect);
+    RunRanks("host", 2, [&](ProcessGroup& pg) {
+      Buffer b(DataType::kFloat32, count);
+      for (std::size_t i = 0; i < count; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
+      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), count, DataType::kFloat32, ReduceOp::Sum()));
+      for (std::size_t i = 0; i < count; i += 7) ASSERT_EQ(b.at(i), Reference(DataType::kFloat32, ReduceOp::Sum(), 2, i));
+    });
+    // Both ranks ran the forced algorithm (the group's own fingerprint all-reduce may add more).
+    EXPECT_GE(tune::RunCount("host", expect) - before, 2u) << spec;
+  };
+  run("host.allreduce:*:sliced", 2, Algorithm::kSliced);        // 8 bytes, default would be flat
+  run("host.allreduce:*:flat", 1 << 18, Algorithm::kFlat);      // 1 MiB, default would be sliced
+  // Without the override the default runs.
+  const std::uint64_t flat_before = tune::RunCount("host", Algorithm::kFlat);
+  run("", 2, Algorithm::kFlat);
+  EXPECT_GT(tune::RunCount("host", Algorithm::kFlat), flat_before);
+}
+
+#if COMMKIT_HAVE_GLOO
+TEST(TuneBackends, GlooRunsWhatCommkitTuneForces) {
+  ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
+  for (auto [spec, algo] : {std::pair{"gloo.allreduce:*:bcube", Algorithm::kBcube},
+                            std::pair{"allreduce:0-1K:ring", Algorithm::kRing}}) {
+    ScopedEnv tune_env("COMMKIT_TUNE", spec);
+    const std::uint64_t before = tune::RunCount("gloo", algo);
+    RunRanks("gloo", 2, [&](ProcessGroup& pg) {
+      Buffer b(DataType::kInt32, 5);
+      for (std::size_t i = 0; i < 5; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
+      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), 5, DataType::kInt32, ReduceOp::Sum()));
+      for (std::size_t i = 0; i < 5; ++i) ASSERT_EQ(b.at(i), Reference(DataType::kInt32, ReduceOp::Sum(), 2, i));
+    });
+    EXPECT_GE(tune::RunCount("gloo", algo) - before, 2u) << spec;  // default at 20 bytes: halving_doubling
+  }
+}
+#endif
+
+TEST(TuneBackends, MalformedCommkitTuneFailsGroupCreationClearly) {
+  ScopedEnv tune_env("COMMKIT_TUNE", "allreduce:0-64K:rign");
+  ProcessGroupOptions options;
+  options.backend = "host";
+  options.timeout = std::chrono::seconds(30);
+  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, options);
+  ASSERT_FALSE(pg.ok());
+  EXPECT_EQ(pg.status().code(), StatusCode::kInvalidArgument) << pg.status().ToString();
+  EXPECT_NE(pg.status().message().find("unknown algorithm 'rign'"), std::string::npos) << pg.status().ToString();
+  EXPECT_NE(pg.status().message().find("host backend"), std::string::npos) << pg.status().ToString();
+}
+
+}  // namespace
+}  // namespace commkit::testing
