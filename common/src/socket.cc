@@ -39,7 +39,7 @@ Status ConnectError(int err, const std::string& host, int port) {
   const std::string where = StrCat("connect to ", FormatHostPort(host, port), ": ");
   switch (err) {
     case ETIMEDOUT:
-      return Status::Timeout(StrCat(where, "timed out (no answer: packets dropped by a firewall DROP rule, a wrong route, "
+      return Status::Timeout(StrCat(where, "timeout (no answer: packets dropped by a firewall DROP rule, a wrong route, "
                                            "or the host is down)"));
     case ECONNREFUSED:
       return Status::SystemError(StrCat(where, "refused (nothing listening, or a firewall REJECT rule; errno ", err, ")"));
