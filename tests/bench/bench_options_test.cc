@@ -181,3 +181,30 @@ TEST(BenchOptions, DataTypesAndOps) {
 
 }  // namespace
 }  // namespace commkit::bench
+
+namespace commkit::bench {
+namespace {
+
+// --plan prints the selection table and --calibrate measures every algorithm (docs/tuning.md): flags
+// that default off, calibrate all-reduce only, and not together.
+TEST(BenchOptions, PlanAndCalibrate) {
+  auto d = ParseBenchArgs({"commkit-bench"});
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_FALSE(d->plan);
+  EXPECT_FALSE(d->calibrate);
+  auto p = ParseBenchArgs({"commkit-bench", "allreduce", "--plan", "--compare", "host,gloo"});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_TRUE(p->plan);
+  auto c = ParseBenchArgs({"commkit-bench", "allreduce", "--calibrate"});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->calibrate);
+  auto other = ParseBenchArgs({"commkit-bench", "broadcast", "--calibrate"});
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.status().message().find("all-reduce only"), std::string::npos) << other.status().message();
+  auto both = ParseBenchArgs({"commkit-bench", "allreduce", "--plan", "--calibrate"});
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("exclude each other"), std::string::npos) << both.status().message();
+}
+
+}  // namespace
+}  // namespace commkit::bench
