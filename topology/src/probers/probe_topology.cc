@@ -10,6 +10,7 @@
 #include "commkit/topology/hwloc.h"
 #include "commkit/topology/libfabric.h"
 #include "commkit/topology/verbs.h"
+#include "probers/optional_library.h"
 
 namespace commkit::topology {
 namespace {
@@ -105,7 +106,8 @@ void ProbeHwloc(const SystemView& view, ProbeReport& r, const AddStatus& add_sta
     return;
   }
   if (!st.available) {
-    if (StartsWith(st.error, "commkit was built without hwloc"))  // a build choice, not a problem
+    // A build choice, or a node without libhwloc: not a problem with this machine.
+    if (StartsWith(st.error, "commkit was built without hwloc") || IsLibraryUnavailable(kLibhwloc, st.error))
       r.probers.push_back({"hwloc", ProberState::kSkipped, StrCat("skipped: ", st.error)});
     else
       add_status("hwloc", ProberState::kFailed, StrCat("hwloc ", st.version, ": ", st.error));
