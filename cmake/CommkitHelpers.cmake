@@ -17,6 +17,7 @@ function(commkit_add_module name)
   set(target commkit_${name})
   add_library(${target} SHARED ${ARG_SOURCES})
   add_library(commkit::${name} ALIAS ${target})
+  set_property(GLOBAL APPEND PROPERTY COMMKIT_MODULE_TARGETS ${target})  # for CommkitPkgConfig.cmake
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME commkit_${name}
     VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR})
   target_include_directories(${target}

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "commkit/common/config.h"
 #include "commkit/common/strings.h"
 
 namespace commkit::bench {
@@ -199,6 +200,7 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
                  "the process group's cross-rank mismatch check (0/1; costs one small allreduce per call)")
       ->capture_default_str();
   (void)in_place_only;
+  app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
 
   std::vector<std::string> args(argv.size() > 1 ? argv.begin() + 1 : argv.end(), argv.end());
   std::reverse(args.begin(), args.end());  // CLI11 parses a reversed vector
@@ -206,6 +208,8 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
     app.parse(args);
   } catch (const CLI::CallForHelp&) {
     return Status::Aborted(app.help());
+  } catch (const CLI::CallForVersion&) {  // Aborted: printed to stdout, exit 0 (like --help)
+    return Status::Aborted(StrCat(COMMKIT_VERSION_STRING, "\n"));
   } catch (const CLI::ParseError& e) {
     return Status::InvalidArgument(StrCat("commkit-bench: ", e.what(), " (see --help)"));
   }

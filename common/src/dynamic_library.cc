@@ -7,19 +7,25 @@
 
 namespace commkit {
 
+Result<DynamicLibrary> DynamicLibrary::OpenOne(const std::string& name) {
+  void* handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = ::dlerror();
+    return Status::Unavailable(err ? std::string(err) : name + ": unknown dlopen error");
+  }
+  std::string path = name;
+  struct link_map* map = nullptr;
+  if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name && *map->l_name)
+    path = map->l_name;
+  return DynamicLibrary(handle, name, path);
+}
+
 Result<DynamicLibrary> DynamicLibrary::Open(const std::vector<std::string>& names) {
   std::vector<std::string> errors;
   for (const auto& name : names) {
-    void* handle = ::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle != nullptr) {
-      std::string path = name;
-      struct link_map* map = nullptr;
-      if (::dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name && *map->l_name)
-        path = map->l_name;
-      return DynamicLibrary(handle, name, path);
-    }
-    const char* err = ::dlerror();
-    errors.push_back(err ? std::string(err) : name + ": unknown dlopen error");
+    auto lib = OpenOne(name);
+    if (lib.ok()) return lib;
+    errors.push_back(lib.status().message());
   }
   return Status::Unavailable(StrCat("cannot load ", Join(names, " or "), " (", Join(errors, "; "), ")"));
 }

@@ -24,4 +24,13 @@ std::string FactOr(const CheckContext& ctx, std::string_view name, const std::fu
 // The NCCL_/FI_/CUDA_VISIBLE_DEVICES/LD_LIBRARY_PATH/... environment as the fact "env" (name -> value).
 std::map<std::string, std::string> NodeEnv(const CheckContext& ctx);
 
+// GPUs the NVIDIA driver lists in /proc/driver/nvidia/gpus (0 without a driver).
+inline int GpuCount(const CheckContext& ctx) {
+  auto gpus = ctx.system->ListDir("/proc/driver/nvidia/gpus");
+  return gpus.ok() ? static_cast<int>(gpus->size()) : 0;
+}
+
+// env.nccl and net.nccl_socket (nccl_env_checks.cc), registered by RegisterNodeChecks.
+void RegisterNcclEnvChecks(CheckRegistry& registry);
+
 }  // namespace commkit::diagnostics::internal

@@ -33,5 +33,27 @@ TEST(DynamicLibrary, MoveKeepsHandle) {
   EXPECT_TRUE(moved.Symbol("malloc").ok());
 }
 
+TEST(DynamicLibrary, OpenOneGivesTheLoaderErrorAlone) {
+  auto lib = DynamicLibrary::OpenOne("/nonexistent-commkit-dir/libfake.so.1");
+  ASSERT_FALSE(lib.ok());
+  EXPECT_EQ(lib.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(lib.status().message().rfind("/nonexistent-commkit-dir/libfake.so.1: cannot open shared object file", 0), 0u)
+      << lib.status().message();
+}
+
+TEST(DynamicLibrary, BindFillsATypedPointerOrNamesTheSymbol) {
+  auto lib = DynamicLibrary::OpenOne("libc.so.6");
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+  size_t (*strlen_fn)(const char*) = nullptr;
+  ASSERT_TRUE(lib->Bind(strlen_fn, "strlen").ok());
+  ASSERT_NE(strlen_fn, nullptr);
+  EXPECT_EQ(strlen_fn("commkit"), 7u);
+  int (*missing)() = nullptr;
+  Status s = lib->Bind(missing, "commkit_no_such_symbol");
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_NE(s.message().find("commkit_no_such_symbol"), std::string::npos) << s.message();
+  EXPECT_EQ(missing, nullptr);
+}
+
 }  // namespace
 }  // namespace commkit

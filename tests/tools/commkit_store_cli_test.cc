@@ -14,7 +14,7 @@ namespace {
 // Every tool answers --version with the package version and exit 0; commkit-run's own flags end at the
 // program name, so a program's --version is the program's.
 TEST(ToolsCli, VersionFlag) {
-  for (const char* tool : {"commkit-store", "commkit-run", "commkit-topo", "gpudoctor"}) {
+  for (const char* tool : {"commkit-store", "commkit-run", "commkit-topo", "gpudoctor", "commkit-bench"}) {
     auto r = RunCommand((BinDir() / tool).string() + " --version");
     EXPECT_EQ(r.exit_code, 0) << tool << ": " << r.output;
     EXPECT_EQ(r.output, std::string(COMMKIT_VERSION_STRING) + "\n") << tool;

@@ -4,6 +4,7 @@
 #include "commkit/common/config.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/libfabric.h"
+#include "probers/probe_steps.h"
 
 namespace commkit::topology {
 
@@ -70,6 +71,26 @@ int MergeFabricReport(const FabricReport& fabric, ProbeReport& report) {
     ++added;
   }
   return added;
+}
+
+// EFA devices as libfabric's efa provider sees them (fact "libfabric").
+void ProbeLibfabricFact(ProbeContext& ctx) {
+  const SystemView& view = ctx.view;
+  ProbeReport& r = ctx.report;
+  auto fact = view.Fact("libfabric", [] { return Result<std::string>(LibfabricFact("efa")); });
+  if (!fact.ok()) {
+    ctx.AddStatus("libfabric", FactState(fact.status()), FactDetail(fact.status()));
+  } else if (auto f = ParseLibfabricFact(*fact); !f.ok()) {
+    ctx.AddStatus("libfabric", ProberState::kFailed, f.status().ToString());
+  } else if (!f->available) {
+    // Absence of EFA is the normal case off AWS: a status line, not a warning.
+    r.probers.push_back({"libfabric", ProberState::kSkipped, StrCat("skipped: ", f->error)});
+  } else {
+    const int added = MergeFabricReport(*f, r);
+    ctx.AddStatus("libfabric", ProberState::kOk,
+                  StrCat("libfabric ", f->version, ", ", f->domains.size(), " ", f->provider, " domain(s), ", added,
+                         " NIC(s) sysfs lacked"));
+  }
 }
 
 #if !COMMKIT_HAVE_LIBFABRIC

@@ -2,10 +2,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cstring>
+#include <map>
 
 #include "commkit/common/dynamic_library.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/probe.h"
+#include "probers/probe_steps.h"
 
 namespace commkit::topology {
 namespace {
@@ -278,6 +280,94 @@ bool GpuRuntimeInfo::AnyPairWithoutP2p() const {
     for (std::size_t k = 0; k < can_access_peer[i].size(); ++k)
       if (i != k && !can_access_peer[i][k]) return true;
   return false;
+}
+
+// NVML's answer (fact "nvml"): GPUs, driver, NVLinks, P2P status. Before the pci step, which names
+// GPUs from it.
+void ProbeNvmlFact(ProbeContext& ctx) {
+  const SystemView& view = ctx.view;
+  ProbeReport& r = ctx.report;
+  auto fact = view.Fact("nvml", [] { return Result<std::string>(NvmlFact()); });
+  if (!fact.ok()) {
+    ctx.AddStatus("nvml", FactState(fact.status()), FactDetail(fact.status()));
+  } else if (Status s = ParseNvmlFact(*fact, r.gpu); !s.ok()) {
+    ctx.AddStatus("nvml", ProberState::kFailed, s.ToString());
+  } else if (!r.gpu.nvml_available) {
+    ctx.AddStatus("nvml", ProberState::kSkipped, StrCat("skipped: ", r.gpu.nvml_error));
+  } else {
+    ctx.AddStatus("nvml", ProberState::kOk, StrCat(r.gpu.gpus.size(), " GPU(s), driver ", r.gpu.driver_version));
+  }
+}
+
+// The CUDA driver's answer (fact "cuda"): peer access between devices.
+void ProbeCudaFact(ProbeContext& ctx) {
+  const SystemView& view = ctx.view;
+  ProbeReport& r = ctx.report;
+  auto fact = view.Fact("cuda", [] { return Result<std::string>(CudaFact()); });
+  if (!fact.ok()) {
+    ctx.AddStatus("cuda", FactState(fact.status()), FactDetail(fact.status()));
+  } else if (Status s = ParseCudaFact(*fact, r.gpu); !s.ok()) {
+    ctx.AddStatus("cuda", ProberState::kFailed, s.ToString());
+  } else if (!r.gpu.cuda_available) {
+    ctx.AddStatus("cuda", ProberState::kSkipped, StrCat("skipped: ", r.gpu.cuda_error));
+  } else {
+    ctx.AddStatus("cuda", ProberState::kOk, StrCat(r.gpu.can_access_peer.size(), " device(s)"));
+  }
+}
+
+// After the pci step: the GPUs NVML reported that sysfs did not show, NVLink bundles and P2P overrides.
+void AddGpuRuntimeLinks(ProbeContext& ctx) {
+  ProbeReport& r = ctx.report;
+  Topology& topo = ctx.report.topology;
+  std::map<std::string, NodeId>& node_of_bdf = ctx.node_of_bdf;
+  // GPUs NVML sees but sysfs did not show (containers with a masked /sys): add them under the CPU.
+  for (const auto& g : r.gpu.gpus) {
+    if (!g.bus_id.empty() && node_of_bdf.count(CanonicalBusId(g.bus_id))) continue;
+    Node n;
+    n.kind = NodeKind::kGpu;
+    n.parent = ctx.FirstCpu();
+    n.pci.bus_id = CanonicalBusId(g.bus_id);
+    n.gpu.index = static_cast<int>(topo.GpuCount());
+    n.gpu.nvml_index = g.index;
+    n.gpu.name = g.name;
+    n.gpu.uuid = g.uuid;
+    n.gpu.sm = g.sm;
+    n.gpu.memory_bytes = g.memory_bytes;
+    n.label = StrCat("GPU", n.gpu.index);
+    NodeId id = topo.AddNode(std::move(n));
+    if (!g.bus_id.empty()) node_of_bdf[CanonicalBusId(g.bus_id)] = id;
+  }
+  // NVLinks from NVML: count links per remote.
+  for (const auto& g : r.gpu.gpus) {
+    auto self = node_of_bdf.find(CanonicalBusId(g.bus_id));
+    if (self == node_of_bdf.end()) continue;
+    std::map<std::string, int> per_remote;
+    for (const auto& rb : g.nvlink_remote_bus_ids) per_remote[CanonicalBusId(rb)]++;
+    for (const auto& [remote, count] : per_remote) {
+      auto other = node_of_bdf.find(remote);
+      if (other == node_of_bdf.end() || other->second == self->second) continue;
+      const bool to_gpu = topo.node(other->second).kind == NodeKind::kGpu;
+      if (to_gpu && other->second < self->second) continue;  // add GPU-GPU bundles once
+      Link l;
+      l.kind = LinkKind::kNvLink;
+      l.a = self->second;
+      l.b = other->second;
+      l.count = count;
+      l.nvlink_version = NvLinkVersionForSm(g.sm);
+      if (!to_gpu) l.target_class = "0x068000";
+      topo.AddLink(l);
+    }
+  }
+  // P2P overrides from NVML (by NVML index -> node).
+  for (std::size_t i = 0; i < r.gpu.p2p_read.size() && i < r.gpu.gpus.size(); ++i) {
+    for (std::size_t k = 0; k < r.gpu.p2p_read[i].size() && k < r.gpu.gpus.size(); ++k) {
+      if (i == k) continue;
+      auto a = node_of_bdf.find(CanonicalBusId(r.gpu.gpus[i].bus_id));
+      auto b = node_of_bdf.find(CanonicalBusId(r.gpu.gpus[k].bus_id));
+      if (a == node_of_bdf.end() || b == node_of_bdf.end()) continue;
+      topo.AddP2pOverride({a->second, b->second, 'r', r.gpu.p2p_read[i][k]});
+    }
+  }
 }
 
 }  // namespace commkit::topology

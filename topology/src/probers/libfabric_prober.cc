@@ -1,5 +1,7 @@
 // Live libfabric query (compiled only when COMMKIT_HAVE_LIBFABRIC): fi_getinfo for one provider.
 // No device -> {"available": false, "error": "fi_getinfo(efa): No data available"}.
+// libfabric.so.1 is loaded at run time (optional_library.h); <rdma/fabric.h> gives the types,
+// constants and signatures only, so nothing here may call a libfabric function by name.
 #include <rdma/fabric.h>
 #include <rdma/fi_errno.h>
 
@@ -9,9 +11,29 @@
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/libfabric.h"
+#include "probers/optional_library.h"
 
 namespace commkit::topology {
 namespace {
+
+struct Api {
+  decltype(&::fi_version) version = nullptr;
+  decltype(&::fi_getinfo) getinfo = nullptr;
+  decltype(&::fi_freeinfo) freeinfo = nullptr;
+  decltype(&::fi_dupinfo) dupinfo = nullptr;  // fi_allocinfo() is fi_dupinfo(nullptr)
+  decltype(&::fi_strerror) strerror = nullptr;
+};
+
+Result<Api> LoadApi() {
+  COMMKIT_ASSIGN_OR_RETURN(DynamicLibrary lib, OpenOptionalLibrary(kLibfabric));
+  Api a;
+  for (const Status& s : {lib.Bind(a.version, "fi_version"), lib.Bind(a.getinfo, "fi_getinfo"),
+                          lib.Bind(a.freeinfo, "fi_freeinfo"), lib.Bind(a.dupinfo, "fi_dupinfo"),
+                          lib.Bind(a.strerror, "fi_strerror")})
+    if (!s.ok()) return MissingSymbol(kLibfabric, s);
+  lib.Leak();  // providers it loads keep pointers into it
+  return a;
+}
 
 std::string EpTypeName(fi_ep_type t) {
   switch (t) {
@@ -27,19 +49,24 @@ std::string EpTypeName(fi_ep_type t) {
 std::string LibfabricFact(const std::string& provider) {
   FabricReport r;
   r.provider = provider;
-  const uint32_t lib = fi_version();
+  auto api = LoadApi();
+  if (!api.ok()) {
+    r.error = api.status().message();
+    return FabricReportToJson(r);
+  }
+  const uint32_t lib = api->version();
   r.version = StrCat(FI_MAJOR(lib), ".", FI_MINOR(lib));
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = api->dupinfo(nullptr);
   if (!hints) {
     r.error = "fi_allocinfo failed (out of memory)";
     return FabricReportToJson(r);
   }
   hints->fabric_attr->prov_name = strdup(provider.c_str());  // freed by fi_freeinfo
   fi_info* info = nullptr;
-  const int rc = fi_getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
-  fi_freeinfo(hints);
+  const int rc = api->getinfo(FI_VERSION(1, 9), nullptr, nullptr, 0, hints, &info);
+  api->freeinfo(hints);
   if (rc != 0) {
-    r.error = StrCat("fi_getinfo(", provider, "): ", fi_strerror(-rc),
+    r.error = StrCat("fi_getinfo(", provider, "): ", api->strerror(-rc),
                      rc == -FI_ENODATA ? " (no device for this provider, or the provider is not installed)" : "");
     return FabricReportToJson(r);
   }
@@ -60,7 +87,7 @@ std::string LibfabricFact(const std::string& provider) {
     if (d.domain.empty() || !seen.insert(d.domain + "/" + d.ep_type).second) continue;
     r.domains.push_back(std::move(d));
   }
-  fi_freeinfo(info);
+  api->freeinfo(info);
   return FabricReportToJson(r);
 }
 

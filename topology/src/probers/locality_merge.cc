@@ -2,10 +2,14 @@
 // merge of hwloc's view into a probed report (so captures replay on builds without hwloc).
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
 #include <pugixml.hpp>
+
+#include "probers/optional_library.h"
+#include "probers/probe_steps.h"
 
 #include "commkit/common/config.h"
 #include "commkit/common/strings.h"
@@ -418,6 +422,57 @@ Result<HwlocMergeStats> MergeHwloc(std::string_view xml, ProbeReport& report, st
   COMMKIT_ASSIGN_OR_RETURN(Topology imported, ImportHwlocXml(xml, origin));
   if (!loc.version.empty()) report.system.hwloc_version = loc.version;
   return Merger(imported, loc, report).Run();
+}
+
+// hwloc's view: live, the snapshot is taken once and recorded as the facts "hwloc" (status) and
+// "hwloc.xml"; replay reads both. Never fails the probe: problems become the prober's status.
+void ProbeHwlocFacts(ProbeContext& ctx) {
+  const SystemView& view = ctx.view;
+  ProbeReport& r = ctx.report;
+  if (view.live() && view.root() != "/") {
+    r.probers.push_back({"hwloc", ProberState::kSkipped,
+                         StrCat("skipped: hwloc reads the real machine; this live view is rooted at ", view.root().string())});
+    return;
+  }
+  std::optional<HwlocSnapshot> live;
+  auto snapshot = [&]() -> const HwlocSnapshot& {
+    if (!live) live = HwlocSnapshotLive();
+    return *live;
+  };
+  auto status_fact = view.Fact("hwloc", [&] { return Result<std::string>(HwlocStatusToJson(snapshot())); });
+  HwlocSnapshot st;
+  if (!status_fact.ok()) {
+    ctx.AddStatus("hwloc", FactState(status_fact.status()), FactDetail(status_fact.status()));
+    return;
+  }
+  if (Status s = ParseHwlocStatus(*status_fact, st); !s.ok()) {
+    ctx.AddStatus("hwloc", ProberState::kFailed, s.ToString());
+    return;
+  }
+  if (!st.available) {
+    // A build choice, or a node without libhwloc: not a problem with this machine.
+    if (StartsWith(st.error, "commkit was built without hwloc") || IsLibraryUnavailable(kLibhwloc, st.error))
+      r.probers.push_back({"hwloc", ProberState::kSkipped, StrCat("skipped: ", st.error)});
+    else
+      ctx.AddStatus("hwloc", ProberState::kFailed, StrCat("hwloc ", st.version, ": ", st.error));
+    return;
+  }
+  auto xml = view.Fact("hwloc.xml", [&] { return Result<std::string>(snapshot().xml); });
+  if (!xml.ok()) {
+    ctx.AddStatus("hwloc", ProberState::kFailed, StrCat("hwloc.xml: ", xml.status().message()));
+    return;
+  }
+  r.system.hwloc_version = st.version;
+  auto merged = MergeHwloc(*xml, r, view.live() ? "hwloc live export" : (view.root() / ".commkit/facts/hwloc.xml").string());
+  if (!merged.ok()) {
+    ctx.AddStatus("hwloc", ProberState::kFailed, merged.status().ToString());
+    return;
+  }
+  const HwlocMergeStats& m = *merged;
+  ctx.AddStatus("hwloc", ProberState::kOk,
+                StrCat("hwloc ", r.system.hwloc_version, ": ", m.numa_nodes, " NUMA node(s), ", r.system.packages,
+                       " package(s); ", m.devices_localized, " device(s) placed on a NUMA node sysfs did not give, ",
+                       m.nodes_added, " node(s) and ", m.names_added, " name(s) sysfs lacked"));
 }
 
 #if !COMMKIT_HAVE_HWLOC

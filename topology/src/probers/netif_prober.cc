@@ -14,6 +14,8 @@
 #include "commkit/common/strings.h"
 #include "commkit/topology/netif.h"
 
+#include "probers/probe_steps.h"
+
 namespace commkit::topology {
 namespace {
 
@@ -420,6 +422,43 @@ Result<RouteMatch> InterfaceForAddress(const NetworkInfo& net, std::string_view 
   const NetInterface* nif = net.Find(best->ifname);
   match.loopback = nif != nullptr && nif->loopback;
   return match;
+}
+
+// Interfaces and addresses (ProbeNetwork), each named onto the NIC node of its PCI function; a NIC
+// without RDMA ports gets one Ethernet port from the interface's speed.
+void ProbeNetworkInterfaces(ProbeContext& ctx) {
+  const SystemView& view = ctx.view;
+  ProbeReport& r = ctx.report;
+  Topology& topo = ctx.report.topology;
+  std::map<std::string, NodeId>& node_of_bdf = ctx.node_of_bdf;
+  auto net = ProbeNetwork(view);
+  if (!net.ok()) {
+    ctx.AddStatus("network", ProberState::kFailed, net.status().message());
+  } else {
+    r.network = std::move(*net);
+    for (const auto& w : r.network.warnings) r.warnings.push_back(StrCat("network: ", w));
+    for (const auto& nif : r.network.interfaces) {
+      if (nif.pci_address.empty()) continue;
+      auto it = node_of_bdf.find(CanonicalBusId(nif.pci_address));
+      if (it == node_of_bdf.end()) continue;
+      Node& n = topo.node(it->second);
+      if (n.kind != NodeKind::kNic) continue;
+      n.nic.netdevs.push_back(nif.name);
+      if (n.nic.name.empty() || n.nic.name == n.pci.bus_id) {
+        n.nic.name = nif.name;
+        n.label = nif.name;
+      }
+      if (n.nic.ports.empty() && nif.speed_mbps) {
+        NicPort p;
+        p.state = nif.up ? "ACTIVE" : "DOWN";
+        p.link_layer = "Ethernet";
+        p.speed_gbps = static_cast<double>(*nif.speed_mbps) / 1000;
+        p.mtu = nif.mtu;
+        n.nic.ports.push_back(p);
+      }
+    }
+    ctx.AddStatus("network", ProberState::kOk, StrCat(r.network.interfaces.size(), " interface(s), ", r.network.addresses.size(), " address(es)"));
+  }
 }
 
 }  // namespace commkit::topology

@@ -5,6 +5,7 @@
 #include "commkit/common/config.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/verbs.h"
+#include "probers/probe_steps.h"
 
 namespace commkit::topology {
 
@@ -185,6 +186,27 @@ int MergeVerbsReport(const VerbsReport& verbs, ProbeReport& report) {
     }
   }
   return added;
+}
+
+// libibverbs' port attributes and GID types (fact "verbs"), merged where sysfs was silent.
+void ProbeVerbsFact(ProbeContext& ctx) {
+  const SystemView& view = ctx.view;
+  ProbeReport& r = ctx.report;
+  auto fact = view.Fact("verbs", [] { return Result<std::string>(VerbsFact()); });
+  if (!fact.ok()) {
+    ctx.AddStatus("verbs", FactState(fact.status()), FactDetail(fact.status()));
+  } else if (auto v = ParseVerbsFact(*fact); !v.ok()) {
+    ctx.AddStatus("verbs", ProberState::kFailed, v.status().ToString());
+  } else if (!v->available) {
+    ctx.AddStatus("verbs", ProberState::kSkipped, StrCat("skipped: ", v->error));
+  } else {
+    const int added = MergeVerbsReport(*v, r);
+    ctx.AddStatus("verbs", ProberState::kOk,
+                  v->devices.empty()
+                      ? StrCat("no RDMA devices", v->error.empty() ? "" : " (" + v->error + ")")
+                      : StrCat(v->devices.size(), " device(s), ", added, " fact(s) sysfs lacked",
+                               v->error.empty() ? "" : "; " + v->error));
+  }
 }
 
 #if !COMMKIT_HAVE_IBVERBS

@@ -17,6 +17,9 @@ class DynamicLibrary {
   // name tried with dlerror()'s text.
   static Result<DynamicLibrary> Open(const std::vector<std::string>& names);
   static Result<DynamicLibrary> Open(std::initializer_list<std::string_view> names);
+  // One name (or path); the Unavailable error is dlerror()'s text alone, for callers that word
+  // their own message ("libibverbs.so.1 not available: ...; install rdma-core").
+  static Result<DynamicLibrary> OpenOne(const std::string& name);
 
   DynamicLibrary(DynamicLibrary&& other) noexcept;
   DynamicLibrary& operator=(DynamicLibrary&& other) noexcept;
@@ -35,6 +38,13 @@ class DynamicLibrary {
   Result<Signature*> Function(std::string_view symbol) const {
     COMMKIT_ASSIGN_OR_RETURN(void* address, Symbol(symbol));
     return reinterpret_cast<Signature*>(address);
+  }
+
+  // Typed lookup into an existing pointer, typed by it: lib.Bind(api.open_device, "ibv_open_device").
+  template <typename Signature>
+  Status Bind(Signature*& function, std::string_view symbol) const {
+    COMMKIT_ASSIGN_OR_RETURN(function, Function<Signature>(symbol));
+    return Status::Ok();
   }
 
   // Keep the library mapped after this object dies (for libraries that must not be unloaded,

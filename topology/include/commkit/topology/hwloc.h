@@ -4,7 +4,8 @@
 // is -1 (VMs), and GPUs/NICs (with their bridges and OS device names) that sysfs did not show.
 //
 // Live side (HwlocSnapshotLive) is src/probers/hwloc_prober.cc, the only file that includes
-// <hwloc.h>, compiled when COMMKIT_HAVE_HWLOC; otherwise the snapshot says "built without hwloc".
+// <hwloc.h>, compiled when COMMKIT_HAVE_HWLOC; it loads libhwloc.so.15 at run time. Without either,
+// the snapshot says why ("built without hwloc", "libhwloc.so.15 not available: ...").
 // hwloc reads the real machine ("/"): a live SystemView with another root skips hwloc. Replay goes
 // through the hwloc XML importer (import.h) plus ReadHwlocLocality, so captures replay without
 // hwloc installed. Pure functions are thread-safe; HwlocSnapshotLive loads the topology once (no

@@ -1,7 +1,7 @@
 // libfabric prober: fi_getinfo() for the EFA provider (AWS Elastic Fabric Adapter), as plain data,
 // merged into a ProbeReport. The live side (LibfabricFact) is src/probers/libfabric_prober.cc, the
-// only file that includes <rdma/fabric.h>, compiled when COMMKIT_HAVE_LIBFABRIC; otherwise the fact
-// records {"available": false} with the reason. Pure functions are thread-safe; LibfabricFact calls
+// only file that includes <rdma/fabric.h>, compiled when COMMKIT_HAVE_LIBFABRIC; it loads
+// libfabric.so.1 at run time. Without either, the fact records {"available": false} with the reason. Pure functions are thread-safe; LibfabricFact calls
 // fi_getinfo once (no waits).
 #pragma once
 

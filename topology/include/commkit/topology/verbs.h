@@ -2,8 +2,8 @@
 // merged into a ProbeReport where the sysfs prober (/sys/class/infiniband) is silent.
 //
 // The live side (VerbsFact) lives in src/probers/ibverbs_prober.cc, the only file that includes
-// <infiniband/verbs.h>; it is compiled when COMMKIT_HAVE_IBVERBS, otherwise VerbsFact() records
-// {"available": false}. The numeric codes below are the libibverbs ABI values, so the conversion is
+// <infiniband/verbs.h>; it is compiled when COMMKIT_HAVE_IBVERBS and loads libibverbs.so.1 at run
+// time. Without either, VerbsFact() records {"available": false} with the reason. The numeric codes below are the libibverbs ABI values, so the conversion is
 // testable without the library or a device. All functions are pure and thread-safe except
 // VerbsFact (opens each device once; no waits).
 #pragma once
