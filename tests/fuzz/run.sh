@@ -24,6 +24,7 @@ if command -v ccache >/dev/null 2>&1 && [[ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}"
   export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 fi
+mkdir -p "$build_dir"
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 # Only what the targets need: no tools, benches, examples or optional libraries. -O1 with line
