@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <future>
 #include <random>
 #include <thread>
@@ -118,6 +120,31 @@ TEST(LaunchRendezvous, AForeignServerOnMasterPortIsSkippedByEveryRank) {
     EXPECT_EQ(StorePort(*r), base + 1) << "every rank agrees on MASTER_PORT+1";
     EXPECT_EQ(r->hosts.size(), 3u);
   }
+}
+
+// A port can be impossible to bind while nothing listens on it: another program's socket bound
+// without listen(), or the local port of an outgoing connection (candidates lie in the ephemeral port
+// range). Rank 0 moves past it; the other ranks must not wait there for ever.
+TEST(LaunchRendezvous, APortBoundWithoutAListenerIsSkippedByEveryRank) {
+  int base = FreePortRange(10);
+  ASSERT_NE(base, 0);
+  ForeignListener foreign(base);
+  ASSERT_TRUE(foreign.ok());
+  int held = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(base + 1));
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  ASSERT_EQ(::bind(held, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << std::strerror(errno);
+  // The clients start first, as a late rank 0 makes them.
+  auto start = std::chrono::steady_clock::now();
+  auto results = RunRanks({RankEnv(2, 3, base), RankEnv(1, 3, base), RankEnv(0, 3, base)}, 20s, 300ms);
+  ::close(held);
+  for (auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(StorePort(*r), base + 2) << "every rank agrees on the first port rank 0 could bind";
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
 }
 
 TEST(LaunchRendezvous, TorchrunsAgentStoreIsSkippedWithoutProbing) {

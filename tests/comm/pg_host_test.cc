@@ -4,7 +4,10 @@
 // dead peer named within a fraction of the timeout, and a clear error when /dev/shm is too small.
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "../../comm/backends/host/src/shm_segment.h"
 #include "commkit/comm/hash_store.h"
@@ -201,17 +204,29 @@ TEST(HostBackend, ATooSmallDevShmIsAnErrorWithTheFix) {
   EXPECT_TRUE(Contains(seg.status().message(), "COMMKIT_HOST_SLOT_BYTES")) << seg.status().ToString();
 }
 
-// Disabled: under ctest -j2 another test's live segment (other host-engine tests run beside it) is
-// counted as left behind (seen 2026-11-24). Needs the group's own segment prefix to compare against.
-// Run by hand: comm_pg_host_test --gtest_also_run_disabled_tests --gtest_filter='*LeaveNothing*'.
-TEST(HostBackend, DISABLED_SegmentsLeaveNothingInDevShm) {
-  auto before = ListDir("/dev/shm");
-  RunRanks("host", 3, [](ProcessGroup& pg) { COMMKIT_WAIT_OK(pg.Barrier()); });
-  auto after = ListDir("/dev/shm");
-  for (const auto& name : after)
-    if (name.rfind("commkit.", 0) == 0) {
-      EXPECT_TRUE(std::find(before.begin(), before.end(), name) != before.end()) << "left behind: /dev/shm/" << name;
+// The group's own segments (their names are read from this process's mappings while the group is
+// up, "/dev/shm/commkit.<token>.<rank> (deleted)") are gone from /dev/shm once it is destroyed; other
+// tests' segments, live beside it under ctest -j, are not counted.
+TEST(HostBackend, SegmentsLeaveNothingInDevShm) {
+  std::set<std::string> ours;  // written by rank 0 only (each rank maps every rank's segment)
+  RunRanks("host", 3, [&](ProcessGroup& pg) {
+    COMMKIT_WAIT_OK(pg.Barrier());
+    if (pg.rank() != 0) return;
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      auto at = line.find("/dev/shm/commkit.");
+      if (at == std::string::npos) continue;
+      std::string name = line.substr(at + std::strlen("/dev/shm/"));
+      ours.insert(name.substr(0, name.find(' ')));
     }
+  });
+  ASSERT_EQ(ours.size(), 3u) << "one segment per rank, mapped while the group is up";
+  std::set<std::string> tokens;
+  for (const auto& name : ours) tokens.insert(name.substr(0, name.rfind('.') + 1));  // "commkit.<token>."
+  ASSERT_EQ(tokens.size(), 1u);
+  for (const auto& name : ListDir("/dev/shm"))
+    EXPECT_NE(name.rfind(*tokens.begin(), 0), 0u) << "left behind: /dev/shm/" << name;
 }
 
 }  // namespace

@@ -109,6 +109,72 @@ TEST(Cluster, RefusedPeerAndMtuMismatchAndSlowHostAreNamed) {
 }
 
 
+// Host names, interfaces, facts, link errors and check messages come from other ranks: the text
+// report shows their control bytes (terminal escapes, CR, BEL, C1) as visible escapes; JSON keeps the
+// strings as data with the writer's escapes and replaces bytes that are not UTF-8.
+TEST(ClusterReport, OtherRanksStringsCannotDriveTheTerminal) {
+  const std::string evil_host = "n1\x1b]0;owned\x07\x1b[2J";
+  std::vector<ClusterHost> hosts(2);
+  for (int r = 0; r < 2; ++r) {
+    hosts[r].rank = r;
+    hosts[r].arrived = true;
+    hosts[r].host = r == 0 ? "n0" : evil_host;
+    hosts[r].iface = r == 0 ? "eth0" : "eth\r0";
+    hosts[r].listen = "10.0.0." + std::to_string(r) + ":1";
+    hosts[r].facts = {{"net.nccl_iface.mtu", r == 0 ? "1500" : "1500\x1b[31m"}, {"env\x1b[1m", "x"}};
+  }
+  CheckRecord rec;
+  rec.info.id = "shm";
+  rec.outcome.status = CheckStatus::kFail;
+  rec.outcome.summary = "disk \x1b[32mfull\x9b\xff";  // C1 CSI and a byte that is not UTF-8
+  rec.outcome.fix = "run\x1b[8m hidden";
+  hosts[1].report.records.push_back(rec);
+  std::vector<ClusterLink> links = {{0, 1, false, "refused\x1b[0m\x07", 0}, {1, 0, true, "", 0}};
+  ClusterReport rep = BuildClusterReport(hosts, links);
+
+  std::string text = rep.ToText(/*color=*/false);
+  for (unsigned char ch : text) EXPECT_TRUE(ch == '\n' || (ch >= 0x20 && ch != 0x7f && ch != 0x9b && ch != 0xff)) << int(ch) << "\n" << text;
+  EXPECT_NE(text.find("n1\\x1b]0;owned\\x07\\x1b[2J"), std::string::npos) << text;
+  EXPECT_NE(text.find("eth\\x0d0"), std::string::npos) << text;
+  EXPECT_NE(text.find("refused\\x1b[0m"), std::string::npos) << text;
+  EXPECT_NE(text.find("1500\\x1b[31m"), std::string::npos) << text;
+  EXPECT_NE(text.find("disk \\x1b[32mfull"), std::string::npos) << text;
+
+  std::string js;
+  ASSERT_NO_THROW(js = rep.ToJson());
+  for (unsigned char ch : js) EXPECT_TRUE(ch == '\n' || ch >= 0x20) << int(ch);
+  EXPECT_NE(js.find("\\u001b"), std::string::npos);
+  auto doc = nlohmann::json::parse(js);
+  EXPECT_EQ(doc["hosts"][1]["host"], evil_host) << "JSON keeps the string as data";
+  EXPECT_EQ(doc["hosts"][1]["facts"]["net.nccl_iface.mtu"], "1500\x1b[31m");
+  std::string summary = doc["hosts"][1]["report"]["checks"][0]["summary"];
+  EXPECT_EQ(summary.find('\xff'), std::string::npos) << "not UTF-8: written escaped";
+}
+
+// Another rank's entry with fields of the wrong type (a bug or a hostile client of the store) is
+// counted as not arrived; rank 0 still writes its report.
+TEST(Cluster, MalformedEntriesOfOtherRanksAreNotFatal) {
+  HashStore store;
+  ASSERT_TRUE(store.Set("gpudoctor/default/node/1", R"({"host": 7, "facts": {"a": [1]}, "report": {"checks": 3}})").ok());
+  ASSERT_TRUE(store.Set("gpudoctor/default/node/2", R"({"host": "n2", "report": {"checks": [{"summary": 1}]}})").ok());
+  ASSERT_TRUE(store.Set("gpudoctor/default/links/1", R"([{"from": "x", "to": 0}, {"from": 99, "to": -5, "ok": true}])").ok());
+  ASSERT_TRUE(store.Set("gpudoctor/default/links/2", R"({"not": "a list"})").ok());
+  CheckRegistry registry = CheckRegistry::BuiltIn();
+  auto o = Options(0, 3);
+  o.bandwidth_bytes = 0;
+  auto result = RunCluster(store, registry, CheckContext{SystemView::Live()}, o);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_TRUE(result->has_value());
+  const ClusterReport& rep = **result;
+  ASSERT_EQ(rep.hosts.size(), 3u);
+  EXPECT_TRUE(rep.hosts[0].arrived);
+  EXPECT_FALSE(rep.hosts[1].arrived);
+  EXPECT_FALSE(rep.hosts[2].arrived);
+  for (const ClusterLink& l : rep.links) EXPECT_TRUE(l.from >= 0 && l.from < 3 && l.to >= 0 && l.to < 3);
+  EXPECT_NO_THROW((void)rep.ToText(false));
+  EXPECT_NO_THROW((void)rep.ToJson());
+}
+
 // --- cuda.driver_version, nccl.version, nccl.net_plugins from replayed trees ---------------------
 
 namespace fs = std::filesystem;

@@ -11,6 +11,12 @@ namespace {
 
 constexpr char kFailureKey[] = "commkit-run/failure";
 using Clock = std::chrono::steady_clock;
+// A launcher that has beaten and then stays silent this long is gone (killed, its host down): node 0
+// stops waiting for it at the exit barrier. Launchers beat every second (FailureBoard::Beat).
+constexpr auto kLauncherGone = std::chrono::seconds(10);
+
+std::string DoneKey(int node) { return StrCat("commkit-run/node/", node, "/done"); }
+std::string BeatKey(int node) { return StrCat("commkit-run/node/", node, "/beat"); }
 
 // "node|rank|code|what"
 std::string Encode(const RemoteFailure& f) { return StrCat(f.node, "|", f.rank, "|", f.exit_code, "|", f.what); }
@@ -89,22 +95,57 @@ std::optional<RemoteFailure> FailureBoard::Poll() {
   return f;
 }
 
+void FailureBoard::Beat() {
+  if (hosting() || unreachable_since_) return;  // Poll() reports an unreachable node 0
+  (void)store_->Add(BeatKey(options_.node_rank), 1);
+}
+
 void FailureBoard::NodeDone(int exit_code) {
-  (void)store_->Set(StrCat("commkit-run/node/", options_.node_rank, "/done"), std::to_string(exit_code));
+  (void)store_->Set(DoneKey(options_.node_rank), std::to_string(exit_code));
 }
 
 void FailureBoard::WaitForNodes(std::chrono::milliseconds timeout) {
   if (!hosting() || options_.nnodes <= 1) return;
   std::vector<std::string> keys;
-  for (int n = 0; n < options_.nnodes; ++n) keys.push_back(StrCat("commkit-run/node/", n, "/done"));
+  for (int n = 0; n < options_.nnodes; ++n) keys.push_back(DoneKey(n));
   auto all = store_->Check(keys);
   if (all.ok() && *all) return;
   std::fprintf(stderr, "commkit-run: node 0: keeping the job's store up for up to %.0f s until every node is done "
                        "(--exit-barrier-timeout)\n", timeout.count() / 1000.0);
-  Status s = store_->Wait(keys, timeout);
-  if (!s.ok())
-    std::fprintf(stderr, "commkit-run: node 0: stopping the job's store although not every node finished: %s\n",
-                 s.message().c_str());
+  const auto start = Clock::now(), deadline = start + timeout;
+  // Per node: the last heartbeat value seen and when it changed. A node never seen may still be
+  // starting: it is waited for up to the timeout; one that beat and went silent is gone.
+  std::vector<std::string> beat(options_.nnodes);
+  std::vector<Clock::time_point> changed(options_.nnodes, start);
+  while (true) {
+    auto slice = std::min<Clock::duration>(std::chrono::seconds(1), std::max<Clock::duration>(deadline - Clock::now(), {}));
+    Status s = store_->Wait(keys, std::chrono::duration_cast<std::chrono::milliseconds>(slice));
+    if (s.ok()) return;
+    auto now = Clock::now();
+    if (s.code() != StatusCode::kTimeout || now >= deadline) {
+      std::fprintf(stderr, "commkit-run: node 0: stopping the job's store although not every node finished: %s\n",
+                   s.message().c_str());
+      return;
+    }
+    for (int n = 1; n < options_.nnodes; ++n) {
+      auto done = store_->Check({DoneKey(n)});
+      if (!done.ok() || *done) continue;
+      auto has_beat = store_->Check({BeatKey(n)});
+      if (!has_beat.ok() || !*has_beat) continue;
+      auto value = store_->Get(BeatKey(n), std::chrono::seconds(1));
+      if (!value.ok()) continue;
+      if (*value != beat[n]) {
+        beat[n] = *value;
+        changed[n] = now;
+      } else if (now - changed[n] > kLauncherGone) {
+        std::fprintf(stderr,
+                     "commkit-run: node 0: node %d's launcher is gone (no heartbeat for %.0f s, not done): stopping "
+                     "the job's store\n",
+                     n, std::chrono::duration<double>(now - changed[n]).count());
+        return;
+      }
+    }
+  }
 }
 
 }  // namespace commkit::run

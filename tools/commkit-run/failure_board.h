@@ -44,10 +44,14 @@ class FailureBoard {
   // Another node's failure, if one was published. Also reports node 0's store becoming unreachable
   // for longer than 10 s (node 0's launcher is gone) as a failure of node 0.
   std::optional<RemoteFailure> Poll();
+  // Other nodes: a heartbeat (call it about once a second while the launcher runs), so node 0 can
+  // tell a launcher that is gone from one that is still working.
+  void Beat();
   // Records that this node's ranks are all done, with the launcher's exit code.
   void NodeDone(int exit_code);
   // Node 0: keeps the store up until every node reported done, bounded by `timeout` (other nodes'
-  // ranks may still use the store after node 0's ranks are done).
+  // ranks may still use the store after node 0's ranks are done). Ends early when a node's launcher
+  // has gone silent for 10 s without reporting done.
   void WaitForNodes(std::chrono::milliseconds timeout);
 
  private:

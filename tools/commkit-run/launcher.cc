@@ -353,7 +353,7 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
   bool sent_term = false, sent_kill = false;
   int forwarded_signal = 0;
   std::string stop_reason;
-  auto next_poll = Clock::now();
+  auto next_poll = Clock::now(), next_beat = Clock::now();
   auto signal_all = [&](int sig) {
     for (auto& r : ranks)
       if (!r.exited) ::kill(-r.pid, sig);
@@ -428,6 +428,10 @@ Result<LaunchResult> RunLocalRanks(const LaunchOptions& o) {
       }
     }
     auto now = Clock::now();
+    if (board && now >= next_beat) {
+      next_beat = now + std::chrono::seconds(1);
+      board->Beat();
+    }
     if (board && !remote && now >= next_poll && alive()) {
       next_poll = now + std::chrono::milliseconds(250);
       if (auto f = board->Poll()) {

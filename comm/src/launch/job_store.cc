@@ -2,7 +2,9 @@
 // anything else) on MASTER_PORT without extra configuration. Every rank applies the same rule, so
 // they agree on the port without talking: rank 0 binds the first candidate that is free; the others
 // probe the candidates in order and use the first that speaks commkit's protocol and accepts the
-// job's token.
+// job's token. A candidate with nothing listening does not end a round of probes: a port can be
+// impossible to bind without a listener on it (the local port of another program's outgoing
+// connection, a socket bound but not listening), and rank 0 then moves past it.
 #include <thread>
 
 #include "commkit/comm/rendezvous.h"
@@ -20,6 +22,8 @@ constexpr int kCandidates = 8;
 // A server of another protocol may never answer commkit's hello; torchrun's TCPStore closes at once.
 constexpr auto kProbeHandshake = std::chrono::seconds(2);
 constexpr auto kProbeConnect = std::chrono::milliseconds(500);
+// The candidates after one with nothing listening: a refusal comes back within a round trip.
+constexpr auto kProbeConnectPastAGap = std::chrono::milliseconds(60);
 
 bool InUse(const Status& s) {
   return s.code() == StatusCode::kUnavailable && s.message().find("already in use") != std::string::npos;
@@ -82,16 +86,16 @@ Result<std::unique_ptr<TcpStore>> OpenJobTcpStore(const JobStoreOptions& o) {
       t.port = port;
       t.token = o.token;
       t.timeout = o.timeout;
-      t.connect_timeout = kProbeConnect;
+      t.connect_timeout = none_listening ? kProbeConnectPastAGap : kProbeConnect;
       t.handshake_timeout = kProbeHandshake;
       auto store = TcpStore::Create(t);
       if (store.ok()) return store;
       if (NothingListening(store.status())) {
-        // Rank 0 binds the first free candidate, so this is where its store will be: look again from
-        // the start (a candidate before it may have been released meanwhile).
+        // Rank 0's store may not be up yet, or rank 0 could not bind this port although nothing
+        // listens on it: go on with the next candidates, then look again from the start.
         none_listening = true;
         skipped.push_back(StrCat(port, ": nothing listening yet"));
-        break;
+        continue;
       }
       skipped.push_back(StrCat(port, ": ", store.status().message()));
     }

@@ -282,14 +282,21 @@ Result<std::optional<ClusterReport>> RunCluster(Store& store, const CheckRegistr
     hosts[r].rank = r;
     if (!nodes[r]) continue;
     json j = json::parse(*nodes[r], nullptr, false);
-    if (j.is_discarded()) continue;
-    hosts[r].arrived = true;
-    hosts[r].host = j.value("host", "");
-    hosts[r].listen = j.value("listen", "");
-    hosts[r].listen_error = j.value("listen_error", "");
-    hosts[r].iface = j.value("iface", "");
-    if (j.contains("facts")) hosts[r].facts = j["facts"].get<std::map<std::string, std::string>>();
-    if (j.contains("report")) hosts[r].report = ReportFromJson(j["report"]);
+    if (!j.is_object()) continue;
+    try {  // another rank's entry with fields of the wrong type counts as not arrived
+      ClusterHost h;
+      h.rank = r;
+      h.arrived = true;
+      h.host = j.value("host", "");
+      h.listen = j.value("listen", "");
+      h.listen_error = j.value("listen_error", "");
+      h.iface = j.value("iface", "");
+      if (j.contains("facts")) h.facts = j["facts"].get<std::map<std::string, std::string>>();
+      if (j.contains("report")) h.report = ReportFromJson(j["report"]);
+      hosts[r] = std::move(h);
+    } catch (const json::exception& e) {
+      COMMKIT_LOG_WARN("gpudoctor cluster: rank ", r, "'s entry is malformed (", e.what(), "); counted as not arrived");
+    }
   }
 
   // Probe every other rank that arrived, one at a time (bounded per peer).
@@ -313,9 +320,15 @@ Result<std::optional<ClusterReport>> RunCluster(Store& store, const CheckRegistr
     if (!link_sets[r]) continue;
     json j = json::parse(*link_sets[r], nullptr, false);
     if (!j.is_array()) continue;
-    for (const json& l : j)
-      links.push_back({l.value("from", 0), l.value("to", 0), l.value("ok", false), l.value("error", ""),
-                       l.value("mbytes_per_s", 0.0)});
+    for (const json& l : j) {
+      try {
+        ClusterLink link{l.value("from", 0), l.value("to", 0), l.value("ok", false), l.value("error", ""),
+                         l.value("mbytes_per_s", 0.0)};
+        if (link.from >= 0 && link.from < o.world && link.to >= 0 && link.to < o.world) links.push_back(link);
+      } catch (const json::exception&) {
+        COMMKIT_LOG_WARN("gpudoctor cluster: rank ", r, " reported a malformed link entry; ignored");
+      }
+    }
   }
   return std::optional<ClusterReport>(BuildClusterReport(std::move(hosts), std::move(links)));
 }

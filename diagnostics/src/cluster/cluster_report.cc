@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "commkit/common/escape.h"
 #include "commkit/common/strings.h"
 #include "commkit/diagnostics/cluster.h"
 
@@ -24,6 +25,11 @@ std::string Names(const std::vector<ClusterHost>& hosts, const std::vector<int>&
 }
 
 int Rank(CheckStatus s) { return s == CheckStatus::kFail ? 2 : s == CheckStatus::kWarn ? 1 : 0; }
+
+// Host names, interfaces, facts and check messages come from the other ranks (any client that
+// reaches the store with the job's token): on the terminal, control bytes and invalid UTF-8 become
+// visible escapes, one line per field.
+std::string Safe(std::string_view remote) { return EscapeControl(remote, /*keep_newlines=*/false); }
 
 void AddNodeFindings(ClusterReport& rep) {
   // One finding per (check, status, summary): identical problems on many hosts are reported once.
@@ -343,24 +349,24 @@ std::string ClusterReport::ToText(bool color) const {
     }
     int c[3] = {0, 0, 0};
     for (const CheckRecord& r : h.report.records) ++c[Rank(r.outcome.status)];
-    out += StrCat("  rank ", h.rank, "  ", h.host, "  iface ", h.iface.empty() ? "-" : h.iface, "  listen ",
-                  h.listen.empty() ? "(" + h.listen_error + ")" : h.listen, "  checks: ", c[0], " ok, ", c[1], " warn, ",
-                  c[2], " fail\n");
+    out += StrCat("  rank ", h.rank, "  ", Safe(h.host), "  iface ", h.iface.empty() ? "-" : Safe(h.iface), "  listen ",
+                  h.listen.empty() ? "(" + Safe(h.listen_error) + ")" : Safe(h.listen), "  checks: ", c[0], " ok, ", c[1],
+                  " warn, ", c[2], " fail\n");
   }
   out += "\nFindings:\n";
   if (findings.empty()) out += "  none: hosts agree, every pair connects\n";
   for (const ClusterFinding& f : findings) {
-    out += StrCat("  ", Color(f.status, color), ToString(f.status), reset, "  ", f.summary, "\n");
-    if (!f.fix.empty()) out += StrCat("        fix: ", f.fix, "\n");
+    out += StrCat("  ", Color(f.status, color), ToString(f.status), reset, "  ", Safe(f.summary), "\n");
+    if (!f.fix.empty()) out += StrCat("        fix: ", Safe(f.fix), "\n");
   }
   if (!diff.empty()) {
     out += "\nDifferences across hosts:\n";
     for (const auto& [name, values] : diff) {
-      out += StrCat("  ", name, "\n");
+      out += StrCat("  ", Safe(name), "\n");
       for (const auto& [value, ranks] : values) {
         std::vector<std::string> rs;
         for (int r : ranks) rs.push_back(std::to_string(r));
-        out += StrCat("    ranks ", Join(rs, ","), ": ", value, "\n");
+        out += StrCat("    ranks ", Join(rs, ","), ": ", Safe(value), "\n");
       }
     }
   }
@@ -384,13 +390,26 @@ std::string ClusterReport::ToText(bool color) const {
   return out;
 }
 
+// JSON keeps the other ranks' strings as they are (the writer escapes control characters as \u00XX);
+// bytes that are not UTF-8 become U+FFFD instead of aborting the dump.
 std::string ClusterReport::ToJson() const {
   json doc;
   doc["schema"] = "commkit.gpudoctor.cluster/1";
   doc["exit_code"] = ExitCode();
   json hs = json::array();
   for (const ClusterHost& h : hosts) {
-    json rep = json::parse(h.report.ToJson());
+    json rep;
+    try {
+      rep = json::parse(h.report.ToJson());
+    } catch (const json::exception&) {  // a string that is not UTF-8: written escaped instead
+      Report safe = h.report;
+      for (CheckRecord& r : safe.records) {
+        for (std::string* text : {&r.info.id, &r.info.title, &r.info.category, &r.outcome.summary, &r.outcome.fix})
+          *text = Safe(*text);
+        for (std::string& e : r.outcome.evidence) e = Safe(e);
+      }
+      rep = json::parse(safe.ToJson());
+    }
     hs.push_back({{"rank", h.rank}, {"arrived", h.arrived}, {"host", h.host}, {"iface", h.iface},
                   {"listen", h.listen}, {"listen_error", h.listen_error}, {"facts", h.facts}, {"report", rep}});
   }
@@ -407,7 +426,7 @@ std::string ClusterReport::ToJson() const {
     ls.push_back({{"from", l.from}, {"to", l.to}, {"ok", l.ok}, {"error", l.error}, {"mbytes_per_s", l.mbytes_per_s}});
   doc["links"] = ls;
   doc["median_mbytes_per_s"] = median_mbytes_per_s;
-  return doc.dump(2) + "\n";
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace commkit::diagnostics

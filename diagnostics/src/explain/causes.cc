@@ -417,12 +417,14 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
   }
 }
 
-// "2.26.2+cuda12.4" -> {2,26,2}; empty when not a version.
+// "2.26.2+cuda12.4" -> {2,26,2}; empty when not a version (also when a component has more than 8
+// digits: the text comes from the log).
 std::vector<int> VersionOf(std::string_view v) {
   std::vector<int> out;
   int cur = -1;
   for (char ch : v) {
     if (ch >= '0' && ch <= '9') {
+      if (cur >= 10'000'000) return {};
       cur = (cur < 0 ? 0 : cur * 10) + (ch - '0');
     } else if (ch == '.' && cur >= 0) {
       out.push_back(cur);
