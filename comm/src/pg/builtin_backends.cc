@@ -3,9 +3,6 @@
 #include "commkit/common/config.h"
 
 #include "commkit/comm/host/host_backend.h"
-#if COMMKIT_HAVE_GLOO
-#include "commkit/comm/gloo/gloo_backend.h"
-#endif
 
 namespace commkit {
 
@@ -13,9 +10,9 @@ void RegisterBuiltinBackends(Registry& registry) {
   // First, so "auto" picks it for host buffers when the ranks share a host (it falls through to the
   // next backend when they do not).
   registry.Register(comm::host::HostBackendInfo());
-#if COMMKIT_HAVE_GLOO
-  registry.Register(comm::gloo::GlooBackendInfo());
-#else
+  // gloo is its own library (commkit::comm_gloo, registered by registry.cc when linked); a build
+  // without Gloo lists it here with the fix.
+#if !COMMKIT_HAVE_GLOO
   BackendInfo gloo;
   gloo.name = "gloo";
   gloo.memory = MemoryKind::kHost;

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include "commkit/common/config.h"
 #include "commkit/common/strings.h"
 
 namespace commkit {
@@ -19,7 +20,12 @@ struct LinkedBackend {
   const char* target;
   MemoryKind memory;
 };
+// In registration order: "auto" takes the first available backend for the memory kind, so gloo comes
+// right after the builtin host backend.
 constexpr LinkedBackend kLinkedBackends[] = {
+#if COMMKIT_HAVE_GLOO
+    {"gloo", "commkit_register_gloo_backend", "commkit::comm_gloo", MemoryKind::kHost},
+#endif
     {"mpi", "commkit_register_mpi_backend", "commkit::comm_mpi", MemoryKind::kHost},
     {"nccl", "commkit_register_nccl_backend", "commkit::comm_nccl", MemoryKind::kDevice},
 };

@@ -15,6 +15,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "commkit/comm/gloo/gloo_backend.h"
+#include "commkit/comm/registry.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
@@ -211,3 +212,7 @@ BackendInfo GlooBackendInfo() {
 }
 
 }  // namespace commkit::comm::gloo
+
+extern "C" __attribute__((visibility("default"))) void commkit_register_gloo_backend(commkit::Registry* registry) {
+  registry->Register(commkit::comm::gloo::GlooBackendInfo());
+}
