@@ -2,7 +2,8 @@
 # libibverbs, libfabric and libhwloc are loaded at run time (topology/src/probers/optional_library.h),
 # so the installed tools start on nodes without them. Installs this build into a temporary prefix and
 # checks every installed program and commkit library: no NEEDED entry names one of them, no undefined
-# symbol calls into one by name, and commkit-topo's whole load closure (ldd) is free of them.
+# symbol calls into one by name, and the whole load closure (ldd) of commkit-topo and gpudoctor is free
+# of them and of libgloo.
 # Arguments: <build dir>
 set -euo pipefail
 build=$1
@@ -30,11 +31,16 @@ if (( checked < 2 )); then
   echo "needed_test: found only $checked installed ELF files under $work/prefix" >&2
   exit 1
 fi
-topo="$work/prefix/bin/commkit-topo"
-if [[ -x "$topo" ]] && closure=$(ldd "$topo" | grep -E "$libs"); then
-  echo "needed_test: commkit-topo still loads at start:" >&2
-  echo "$closure" >&2
-  bad=1
-fi
+# The node tools load no backend library either (gloo, mpi and nccl are their own libraries; Debian's
+# libgloo needs libibverbs), so they start on a node without rdma-core.
+for tool in commkit-topo gpudoctor; do
+  exe="$work/prefix/bin/$tool"
+  [[ -x "$exe" ]] || continue
+  if closure=$(ldd "$exe" | grep -E "$libs|libgloo"); then
+    echo "needed_test: $tool still loads at start:" >&2
+    echo "$closure" >&2
+    bad=1
+  fi
+done
 (( bad == 0 )) || exit 1
 echo "needed_test: $checked installed programs and libraries name none of libibverbs, libfabric, libhwloc"

@@ -11,6 +11,8 @@
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
+#include <gloo/transport/buffer.h>
+#include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
@@ -138,6 +140,27 @@ void PrimePairs(::gloo::rendezvous::Context& context, std::size_t bytes, std::ch
   for (int i = 0; i < size - 1; ++i) send->waitSend(timeout);
 }
 
+// The same for the halving-doubling mesh, whose all-reduce template uses Gloo's old-style buffers: only
+// their sends grow a pair's SO_SNDBUF (unbound buffers never do), so PrimePairs leaves those sockets at
+// the first message's size, and every new size just under twice the last waits on delayed ACKs (5-60 ms
+// at 8, 32 and 128 KiB, measured in docs/benchmarks.md). One old-style exchange of `bytes` per pair fixes
+// the buffer at its ceiling. Step k sends to rank+k and receives from rank-k, so every rank pairs up
+// with the same partner at each step and holds two buffers of `bytes` at a time. Throws like Gloo.
+void PrimeOldStylePairs(::gloo::rendezvous::Context& context, std::size_t bytes) {
+  const int rank = context.rank, size = context.size;
+  if (bytes == 0 || size < 2) return;
+  const int slot = context.nextSlot();  // every rank draws the same slot
+  std::vector<char> out(bytes, 0), in(bytes);
+  for (int k = 1; k < size; ++k) {
+    const int to = (rank + k) % size, from = (rank - k + size) % size;
+    auto recv = context.getPair(from)->createRecvBuffer(slot, in.data(), in.size());
+    auto send = context.getPair(to)->createSendBuffer(slot, out.data(), out.size());
+    send->send();
+    recv->waitRecv();
+    send->waitSend();
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
@@ -192,6 +215,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
       GlooStore hd_store(ctx.store, ctx.timeout, "hd/");
       hd_context->connectFullMesh(hd_store, device);
       PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+      PrimeOldStylePairs(*hd_context, static_cast<std::size_t>(prime_bytes));
     }
     COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
                      " bytes, all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost));
