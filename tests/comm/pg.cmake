@@ -147,7 +147,8 @@ commkit_add_test(comm_flight_recorder_test
 if(COMMKIT_HAVE_GLOO)
   add_executable(comm_pg_fault_inject pg_fault_inject.cc)
   target_compile_options(comm_pg_fault_inject PRIVATE ${COMMKIT_WARNINGS})
-  target_link_libraries(comm_pg_fault_inject PRIVATE commkit::comm)
+  # gloo registers through an exported hook: linked without a reference.
+  target_link_libraries(comm_pg_fault_inject PRIVATE commkit::comm -Wl,--no-as-needed commkit::comm_gloo -Wl,--as-needed)
   if(COMMKIT_HAVE_MPI AND TARGET commkit::comm_mpi)
     target_link_libraries(comm_pg_fault_inject PRIVATE commkit::comm_mpi)
     target_compile_definitions(comm_pg_fault_inject PRIVATE COMMKIT_FAULT_INJECT_MPI=1)
