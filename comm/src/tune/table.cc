@@ -136,6 +136,14 @@ std::vector<Rule> CalibrationRules(std::string_view backend, const GroupShape& s
   return out;
 }
 
+Result<Table> Table::ForBackend(std::string_view backend, const BackendContext& ctx, const GroupShape& shape) {
+  TableOptions options;
+  options.store = ctx.store;
+  options.rank = ctx.rank;
+  options.timeout = ctx.timeout;
+  return ForGroup(backend, shape, options);
+}
+
 Result<Table> Table::ForGroup(std::string_view backend, const GroupShape& shape, const TableOptions& options) {
   Table t;
   t.backend_ = std::string(backend);

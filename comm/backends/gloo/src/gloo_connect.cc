@@ -194,11 +194,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   std::int64_t prime_bytes = 0;
   COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
-  tune::TableOptions tune_options;
-  tune_options.store = ctx.store;
-  tune_options.rank = ctx.rank;
-  tune_options.timeout = ctx.timeout;
-  auto table = tune::Table::ForGroup("gloo", {ctx.size, ctx.size, 1}, tune_options);
+  auto table = tune::Table::ForBackend("gloo", ctx, {ctx.size, ctx.size, 1});
   if (!table.ok()) return table.status().WithContext(who);
   try {
     auto device = ::gloo::transport::tcp::CreateDevice(attr);

@@ -429,12 +429,8 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   // Which algorithm runs at each size: the selection table (COMMKIT_TUNE, calibration, topology, defaults).
   std::size_t most = 0;
   for (const auto& h : hosts) most = std::max(most, h.size());
-  tune::TableOptions tune_options;
-  tune_options.store = context.store;
-  tune_options.rank = context.rank;
-  tune_options.timeout = context.timeout;
-  auto table = tune::Table::ForGroup(
-      "host", {context.size, static_cast<int>(most), static_cast<int>(hosts.size())}, tune_options);
+  auto table = tune::Table::ForBackend(
+      "host", context, {context.size, static_cast<int>(most), static_cast<int>(hosts.size())});
   if (!table.ok()) return table.status().WithContext(who);
   if (hosts.size() == 1) {
     COMMKIT_ASSIGN_OR_RETURN(auto transport, Transport::Connect(context, options));

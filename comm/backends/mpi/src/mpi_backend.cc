@@ -86,11 +86,7 @@ Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
 }  // namespace
 
 Result<tune::Table> MpiTable(const BackendContext& ctx) {
-  tune::TableOptions options;
-  options.store = ctx.store;
-  options.rank = ctx.rank;
-  options.timeout = ctx.timeout;
-  auto table = tune::Table::ForGroup("mpi", {ctx.size, ctx.size, 1}, options);
+  auto table = tune::Table::ForBackend("mpi", ctx, {ctx.size, ctx.size, 1});
   if (!table.ok()) return table.status().WithContext(StrCat("mpi backend, group ", ctx.group_name));
   return table;
 }

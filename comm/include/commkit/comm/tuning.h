@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commkit/comm/backend.h"
 #include "commkit/comm/store.h"
 #include "commkit/comm/types.h"
 #include "commkit/common/status.h"
@@ -186,6 +187,9 @@ class Table {
   // The table for one group of `backend`. Errors: a malformed COMMKIT_TUNE or deprecated variable,
   // or an item that names this backend with an algorithm it does not have.
   static Result<Table> ForGroup(std::string_view backend, const GroupShape& shape, const TableOptions& options = {});
+  // ForGroup where a backend is created: the group's store, rank and timeout from `ctx` (so every
+  // rank plans alike), everything else from the environment, the cache and the topology.
+  static Result<Table> ForBackend(std::string_view backend, const BackendContext& ctx, const GroupShape& shape);
 
   // The algorithm for one call. Collectives the table does not tune return the backend's only one
   // with source kDefault.
