@@ -196,6 +196,10 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
                "print which algorithm runs at each size and why (selection table, docs/tuning.md); measure nothing");
   app.add_flag("--calibrate", o.calibrate,
                "all-reduce: time every algorithm of each backend and write the calibration cache (docs/tuning.md)");
+  app.add_option("--calibrate-repeats", o.calibrate_repeats,
+                 "--calibrate: sweeps per algorithm, interleaved; the median time of each size is fitted")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--mismatch-check", mismatch,
                  "the process group's cross-rank mismatch check (0/1; costs one small allreduce per call)")
       ->capture_default_str();

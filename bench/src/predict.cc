@@ -127,10 +127,17 @@ Result<std::string> PlanOutput(const BenchOptions& options, int nranks) {
 
 std::string AddCalibrationFits(const std::string& backend, tune::Algorithm algorithm, int nranks,
                                const std::vector<ResultRow>& rows, tune::Calibration& into) {
-  std::vector<std::pair<double, double>> samples;
+  std::map<std::size_t, std::vector<double>> by_size;
   for (const ResultRow& r : rows) {
     const Measurement* m = Measured(r);
-    if (m != nullptr && m->time_us > 0) samples.emplace_back(static_cast<double>(r.bytes), m->time_us * 1e-6);
+    if (m != nullptr && m->time_us > 0) by_size[r.bytes].push_back(m->time_us * 1e-6);
+  }
+  std::vector<std::pair<double, double>> samples;
+  for (auto& [bytes, times] : by_size) {
+    std::sort(times.begin(), times.end());
+    const std::size_t k = times.size();
+    const double median = k % 2 == 1 ? times[k / 2] : (times[k / 2 - 1] + times[k / 2]) / 2;
+    samples.emplace_back(static_cast<double>(bytes), median);
   }
   tune::Fit key;
   key.backend = backend;

@@ -366,6 +366,33 @@ TEST(TuneCalibration, FitRecoversAlphaAndBeta) {
   }
 }
 
+// A cache knee (9 GB/s while the working set fits, 4.5 GB/s beyond 4 MiB) is followed at every
+// measured size, and a piece with one sample joins its neighbour instead of guessing a line.
+TEST(TuneCalibration, FitPiecesFollowACacheKnee) {
+  std::vector<std::pair<double, double>> samples;
+  for (double n = 8; n <= (64 << 20); n *= 2) {
+    const double beta = n <= (4 << 20) ? 9e9 : 4.5e9;
+    samples.emplace_back(n, 1e-6 + n / beta);
+  }
+  tune::Fit key;
+  key.backend = "host";
+  tune::Calibration c;
+  c.fits = tune::FitPieces(key, samples);
+  EXPECT_GE(c.fits.size(), 4u);
+  for (const auto& [n, t] : samples) {
+    const tune::Fit* p = c.Find("host", kAll, Algorithm::kRing, 2, static_cast<std::size_t>(n));
+    ASSERT_NE(p, nullptr);
+    EXPECT_NEAR(tune::PredictSeconds(*p, n) / t, 1.0, 0.1) << n;
+  }
+  // -f 8 from 8 B: 128 KiB, 1 MiB, 8 MiB and 64 MiB fall one per piece above 64 KiB.
+  std::vector<std::pair<double, double>> sparse;
+  for (double n = 8; n <= (64 << 20); n *= 8) sparse.emplace_back(n, 1e-6 + n / 9e9);
+  const auto pieces = tune::FitPieces(key, sparse);
+  for (const tune::Fit& f : pieces) EXPECT_GE(f.samples, 2) << f.min_bytes;
+  EXPECT_EQ(pieces.back().max_bytes, tune::kNoLimit);
+  for (std::size_t i = 1; i < pieces.size(); ++i) EXPECT_EQ(pieces[i].min_bytes, pieces[i - 1].max_bytes);
+}
+
 TEST(TuneCalibration, CacheRoundTripAndEveryBadFile) {
   TempDir dir;
   const auto path = dir.path() / "sub" / "cal.json";

@@ -268,27 +268,39 @@ int Main(int argc, char** argv) {
   };
 
   if (o.calibrate) {
-    // Every algorithm of every backend in turn, forced through the selection table; then one fit per
-    // (backend, algorithm, size piece) into the cache.
-    tune::Calibration calibration;
-    std::string summary;
-    int run_index = 0;
+    // Every algorithm of every backend, forced through the selection table, in interleaved rounds
+    // (a slow stretch of the machine hits every algorithm alike); then one fit per (backend,
+    // algorithm, size piece) of each size's median into the cache.
+    struct Forced {
+      std::string backend;
+      tune::Algorithm algorithm;
+      std::vector<ResultRow> rows;
+    };
+    std::vector<Forced> forced;
     for (const std::string& backend : o.backends) {
       const std::string name = backend == "auto" ? AutoBackendName() : backend;
-      for (tune::Algorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1})) {
+      for (tune::Algorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1}))
+        forced.push_back({name, algorithm, {}});
+    }
+    int run_index = 0;
+    for (int round = 0; round < o.calibrate_repeats; ++round) {
+      for (Forced& f : forced) {
         BenchOptions opts = o;
-        opts.backends = {name};
+        opts.backends = {f.backend};
         opts.raw.clear();
         opts.predict = "off";
         opts.calibrate = false;
-        tune::SetProcessSpec(StrCat(name, ".allreduce:*:", tune::ToString(algorithm)));
-        std::vector<ResultRow> forced;
-        const bool ok = run(opts, StrCat("calibrate/", run_index++, "/"), forced);
+        tune::SetProcessSpec(StrCat(f.backend, ".allreduce:*:", tune::ToString(f.algorithm)));
+        std::vector<ResultRow> rows;
+        const bool ok = run(opts, StrCat("calibrate/", run_index++, "/"), rows);
         tune::SetProcessSpec(std::nullopt);
         if (!ok) return 1;
-        summary += AddCalibrationFits(name, algorithm, nranks, forced, calibration);
+        f.rows.insert(f.rows.end(), rows.begin(), rows.end());
       }
     }
+    tune::Calibration calibration;
+    std::string summary;
+    for (const Forced& f : forced) summary += AddCalibrationFits(f.backend, f.algorithm, nranks, f.rows, calibration);
     if (!print) return 0;
     auto saved = SaveCalibrationMerged(calibration);
     if (!saved.ok()) {

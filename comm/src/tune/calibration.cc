@@ -24,8 +24,12 @@ namespace {
 constexpr std::string_view kFormat = "commkit-calibration";
 constexpr int kFormatVersion = 1;
 constexpr std::size_t kMaxCacheBytes = 1 << 20;
-// Where the pieces of a piecewise fit meet.
-constexpr double kCuts[] = {64.0 * 1024, 2.0 * 1024 * 1024};
+// Where the pieces of a piecewise fit may meet. Below 64 KiB a call is latency-bound and one line fits
+// it; above, the cost per byte changes wherever the working set (inputs, outputs and the transport's
+// staging, 3-4x the message) leaves a cache level, which on current CPUs lies anywhere from 256 KiB
+// (L2) to tens of MiB (LLC), so the axis is cut every 4x there and the measurements decide.
+constexpr double kCuts[] = {64.0 * 1024, 256.0 * 1024, 1024.0 * 1024, 4096.0 * 1024, 16384.0 * 1024};
+constexpr int kNumCuts = static_cast<int>(sizeof(kCuts) / sizeof(kCuts[0]));
 
 std::string HostnameImpl() {
   char name[256] = {};
@@ -147,7 +151,7 @@ Result<Calibration> ParseCalibration(std::string_view text, std::string_view ori
       return std::isfinite(out);
     };
     double ranks = 0, alpha = 0, beta = 0, samples = 0, lo = 0, hi = -1;
-    if (!num("ranks", ranks) || ranks < 1 || ranks > (1 << 24) || !num("alpha_s", alpha) || alpha < 0 || alpha > 3600 ||
+    if (!num("ranks", ranks) || ranks < 1 || ranks > (1 << 24) || !num("alpha_s", alpha) || alpha < -3600 || alpha > 3600 ||
         !num("beta_Bps", beta) || !(beta > 0) || !num("samples", samples) || samples < 0 || !num("min_bytes", lo) ||
         lo < 0 || lo > 1e18)
       return bad(StrCat(at, ": ranks, alpha_s, beta_Bps, samples and min_bytes must be present and in range"));
@@ -221,9 +225,13 @@ Fit FitSamples(const std::vector<std::pair<double, double>>& samples) {
     for (const auto& [n, t] : s) e += std::abs(std::log((alpha + n * g) / t));
     return e;
   };
+  double n_min = s[0].first;
+  for (const auto& sample : s) n_min = std::min(n_min, sample.first);
   double best_alpha = s[0].second, best_g = 0, best = cost(best_alpha, 0);
   auto consider = [&](double alpha, double g) {
-    if (!(alpha >= 0) || !(g >= 0) || !std::isfinite(alpha) || !std::isfinite(g) || alpha + g <= 0) return;
+    // alpha may be negative where the time grows faster than the size inside a piece (a cache knee):
+    // the line only has to stay positive from the piece's smallest size on.
+    if (!(g >= 0) || !std::isfinite(alpha) || !std::isfinite(g) || !(alpha + n_min * g > 0)) return;
     const double c = cost(alpha, g);
     if (c < best) {
       best = c;
@@ -247,30 +255,54 @@ Fit FitSamples(const std::vector<std::pair<double, double>>& samples) {
 }
 
 std::vector<Fit> FitPieces(const Fit& key, const std::vector<std::pair<double, double>>& samples) {
-  std::vector<Fit> out;
+  struct Piece {
+    double lo, hi;
+    std::vector<std::pair<double, double>> samples;
+  };
+  std::vector<Piece> pieces;
   double lo = 0;
-  for (int i = 0; i <= 2; ++i) {
-    const double hi = i < 2 ? kCuts[i] : 1e300;
-    std::vector<std::pair<double, double>> piece;
+  for (int i = 0; i <= kNumCuts; ++i) {
+    const double hi = i < kNumCuts ? kCuts[i] : 1e300;
+    Piece p{lo, hi, {}};
     for (const auto& s : samples)
-      if (s.first >= lo && s.first < hi) piece.push_back(s);
-    if (!piece.empty()) {
-      Fit f = FitSamples(piece);
-      f.backend = key.backend;
-      f.collective = key.collective;
-      f.algorithm = key.algorithm;
-      f.ranks = key.ranks;
-      f.min_bytes = static_cast<std::size_t>(lo);
-      f.max_bytes = i < 2 ? static_cast<std::size_t>(hi) : kNoLimit;
-      out.push_back(std::move(f));
-    }
+      if (s.first >= lo && s.first < hi) p.samples.push_back(s);
+    if (p.samples.empty()) continue;  // the next piece starts where the last one ended
+    pieces.push_back(std::move(p));
     lo = hi;
+  }
+  if (!pieces.empty()) pieces.back().hi = 1e300;
+  // One sample cannot tell latency from bandwidth: such a piece joins the next one up (the last one
+  // joins the one below), so a sweep with -f 4 still gets pieces of two or more sizes.
+  for (std::size_t i = 0; i < pieces.size() && pieces.size() > 1;) {
+    if (pieces[i].samples.size() >= 2) {
+      ++i;
+      continue;
+    }
+    const std::size_t into = i + 1 < pieces.size() ? i + 1 : i - 1;
+    Piece& dst = pieces[into];
+    dst.lo = std::min(dst.lo, pieces[i].lo);
+    dst.hi = std::max(dst.hi, pieces[i].hi);
+    dst.samples.insert(dst.samples.end(), pieces[i].samples.begin(), pieces[i].samples.end());
+    pieces.erase(pieces.begin() + static_cast<std::ptrdiff_t>(i));
+    if (into < i) break;  // the last piece joined the one below: done
+  }
+  std::vector<Fit> out;
+  for (const Piece& p : pieces) {
+    Fit f = FitSamples(p.samples);
+    f.backend = key.backend;
+    f.collective = key.collective;
+    f.algorithm = key.algorithm;
+    f.ranks = key.ranks;
+    f.min_bytes = static_cast<std::size_t>(p.lo);
+    f.max_bytes = p.hi >= 1e300 ? kNoLimit : static_cast<std::size_t>(p.hi);
+    out.push_back(std::move(f));
   }
   return out;
 }
 
 double PredictSeconds(const Fit& fit, double bytes) {
-  return fit.alpha_s + (fit.beta_Bps > 0 ? std::max(0.0, bytes) / fit.beta_Bps : 0);
+  // A negative alpha (see FitSamples) never predicts below a nanosecond at sizes under the piece.
+  return std::max(1e-9, fit.alpha_s + (fit.beta_Bps > 0 ? std::max(0.0, bytes) / fit.beta_Bps : 0));
 }
 
 }  // namespace commkit::tune

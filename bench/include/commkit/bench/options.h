@@ -67,6 +67,9 @@ struct BenchOptions {
   // --calibrate: all-reduce only; sweep every algorithm of every backend of -B/--compare (each forced
   // in turn), fit alpha/beta per size piece and write the calibration cache (docs/tuning.md).
   bool calibrate = false;
+  // --calibrate-repeats: sweeps per algorithm, interleaved across algorithms; each size's median time
+  // is fitted, so one descheduled sweep does not move the calibration.
+  int calibrate_repeats = 3;
 };
 
 // "8", "64K", "1M", "2G", "1.5K", "16KiB", "4MB" (binary multiples, as nccl-tests). Error on garbage,

@@ -55,7 +55,8 @@ std::string AutoBackendName();
 // (text, or one JSON array with --format json). InvalidArgument for a malformed COMMKIT_TUNE.
 Result<std::string> PlanOutput(const BenchOptions& options, int nranks);
 
-// --calibrate: adds piecewise fits of `rows` (one forced algorithm's sweep) to `into`; returns a
+// --calibrate: adds piecewise fits of `rows` (one forced algorithm's sweeps; a size measured more than
+// once counts with its median time) to `into`; returns a
 // summary line per fit ("# host flat 2 ranks 0 B..64 KiB: alpha 3.1 us, beta 2.3 GB/s, worst fit 1.12x").
 std::string AddCalibrationFits(const std::string& backend, tune::Algorithm algorithm, int nranks,
                                const std::vector<ResultRow>& rows, tune::Calibration& into);

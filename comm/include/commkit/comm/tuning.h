@@ -148,8 +148,9 @@ Result<Calibration> ParseCalibration(std::string_view text, std::string_view ori
 // alpha/beta from (bytes, seconds) samples, minimising the summed |log(predicted/measured)| so that
 // a few stalled samples (a shared machine) do not move the fit. Only alpha, beta and samples are set.
 Fit FitSamples(const std::vector<std::pair<double, double>>& samples);
-// Piecewise fits over the size axis (cut at 64 KiB and 2 MiB, where caches and protocols change),
-// each from the samples in its piece; key fields copied from `key`.
+// Piecewise fits over the size axis (cut at 64 KiB and then every 4x up to 16 MiB, where caches and
+// protocols change; a piece with one sample joins its neighbour), each from the samples in its piece;
+// key fields copied from `key`.
 std::vector<Fit> FitPieces(const Fit& key, const std::vector<std::pair<double, double>>& samples);
 double PredictSeconds(const Fit& fit, double bytes);
 
