@@ -390,6 +390,10 @@ TEST(TuneCalibration, FitPiecesFollowACacheKnee) {
   const auto pieces = tune::FitPieces(key, sparse);
   for (const tune::Fit& f : pieces) EXPECT_GE(f.samples, 2) << f.min_bytes;
   EXPECT_EQ(pieces.back().max_bytes, tune::kNoLimit);
+  // A steep line through two samples far above a piece's start would predict almost nothing at the
+  // start and win every comparison there: the fit never goes below the smallest sample scaled down.
+  const tune::Fit steep = tune::FitSamples({{1 << 20, 100e-6}, {2 << 20, 1000e-6}}, 256 << 10);
+  EXPECT_GE(tune::PredictSeconds(steep, 256 << 10), 100e-6 / 4 * 0.999);
   for (std::size_t i = 1; i < pieces.size(); ++i) EXPECT_EQ(pieces[i].min_bytes, pieces[i - 1].max_bytes);
 }
 

@@ -209,7 +209,7 @@ Status SaveCalibration(const std::filesystem::path& path, const Calibration& cal
   return Status::Ok();
 }
 
-Fit FitSamples(const std::vector<std::pair<double, double>>& samples) {
+Fit FitSamples(const std::vector<std::pair<double, double>>& samples, double from_bytes) {
   // Timings on a shared machine carry stalls of whole scheduler slices: a least-squares fit follows
   // them. The fit minimises the sum of |log(predicted / measured)| instead (a median-like criterion:
   // a few stalled sizes do not move it), over candidates where the line passes through one or two
@@ -220,18 +220,24 @@ Fit FitSamples(const std::vector<std::pair<double, double>>& samples) {
   Fit f;
   f.samples = static_cast<int>(s.size());
   if (s.empty()) return f;
+  std::pair<double, double> first = s[0];
+  for (const auto& sample : s)
+    if (sample.first < first.first) first = sample;
+  if (!(from_bytes >= 0) || from_bytes > first.first) from_bytes = first.first;
+  // The line is used from `from_bytes` on, so it must not promise there more than the smallest sample
+  // shows: no time below that sample's time scaled down with the size. This allows a negative alpha
+  // where the time grows faster than the size (a cache knee inside the piece) but never a line that
+  // dives towards zero below the measured sizes, which would win every comparison there.
+  const double floor_s = first.second * (first.first > 0 ? from_bytes / first.first : 1.0);
   auto cost = [&](double alpha, double g) {
     double e = 0;
     for (const auto& [n, t] : s) e += std::abs(std::log((alpha + n * g) / t));
     return e;
   };
-  double n_min = s[0].first;
-  for (const auto& sample : s) n_min = std::min(n_min, sample.first);
   double best_alpha = s[0].second, best_g = 0, best = cost(best_alpha, 0);
   auto consider = [&](double alpha, double g) {
-    // alpha may be negative where the time grows faster than the size inside a piece (a cache knee):
-    // the line only has to stay positive from the piece's smallest size on.
-    if (!(g >= 0) || !std::isfinite(alpha) || !std::isfinite(g) || !(alpha + n_min * g > 0)) return;
+    if (!(g >= 0) || !std::isfinite(alpha) || !std::isfinite(g)) return;
+    if (!(alpha + from_bytes * g >= floor_s) || !(alpha + std::max(from_bytes, 1.0) * g > 0)) return;
     const double c = cost(alpha, g);
     if (c < best) {
       best = c;
@@ -288,7 +294,7 @@ std::vector<Fit> FitPieces(const Fit& key, const std::vector<std::pair<double, d
   }
   std::vector<Fit> out;
   for (const Piece& p : pieces) {
-    Fit f = FitSamples(p.samples);
+    Fit f = FitSamples(p.samples, p.lo);
     f.backend = key.backend;
     f.collective = key.collective;
     f.algorithm = key.algorithm;

@@ -147,7 +147,10 @@ std::string SerializeCalibration(const Calibration& calibration);
 Result<Calibration> ParseCalibration(std::string_view text, std::string_view origin);
 // alpha/beta from (bytes, seconds) samples, minimising the summed |log(predicted/measured)| so that
 // a few stalled samples (a shared machine) do not move the fit. Only alpha, beta and samples are set.
-Fit FitSamples(const std::vector<std::pair<double, double>>& samples);
+// The line is used from `from_bytes` on (default: the smallest sample): it may have a negative alpha
+// (a cache knee inside the sizes) but never predicts below the smallest sample's time scaled down
+// with the size there.
+Fit FitSamples(const std::vector<std::pair<double, double>>& samples, double from_bytes = -1);
 // Piecewise fits over the size axis (cut at 64 KiB and then every 4x up to 16 MiB, where caches and
 // protocols change; a piece with one sample joins its neighbour), each from the samples in its piece;
 // key fields copied from `key`.
