@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "error_codes.h"
+#include "rules.h"
 
 namespace commkit::diagnostics::explain {
 
@@ -10,12 +11,6 @@ namespace {
 
 bool Has(const std::vector<std::string>& v, std::string_view x) {
   return std::find(v.begin(), v.end(), x) != v.end();
-}
-
-bool AnyOf(const std::string& l, std::initializer_list<const char*> words) {
-  for (const char* w : words)
-    if (l.find(w) != std::string::npos) return true;
-  return false;
 }
 
 // NCCL source files whose failures point at one subsystem (used only when the message itself names no
@@ -75,24 +70,24 @@ void CodeRules(const RuleContext& ctx, Candidates& c) {
     }
 
     // --- errnos reported by a subsystem
-    bool verbs = AnyOf(l, {"ibv_", "mlx5", "register memory", "register_mr", "reg_mr", "fi_mr_reg", "mr_reg"});
+    bool verbs = Any(l, {"ibv_", "mlx5", "register memory", "register_mr", "reg_mr", "fi_mr_reg", "mr_reg"});
     if (verbs && Has(errs, "ENODEV"))
       c.Hit("ib.no_device", 62, false, "An RDMA verb failed with ENODEV (no such device): the HCA NCCL picked is "
             "not usable here (wrong NCCL_IB_HCA, device not passed into the container, or an SR-IOV function that "
             "moved)", &m);
-    if (verbs && Has(errs, "ENOMEM") && AnyOf(l, {"register memory", "register_mr", "reg_mr", "mr_reg"}))
+    if (verbs && Has(errs, "ENOMEM") && Any(l, {"register memory", "register_mr", "reg_mr", "mr_reg"}))
       c.Hit("ib.memlock", 80, false, "Registering memory with the NIC failed with ENOMEM: the locked-memory limit "
             "(ulimit -l) is too low for the job", &m);
-    bool ofi = efa_env || AnyOf(l, {"fi_getinfo", "fi_info", "net/ofi", "libfabric"});
+    bool ofi = efa_env || Any(l, {"fi_getinfo", "fi_info", "net/ofi", "libfabric"});
     if (ofi && Has(errs, "ENODATA"))
       c.Hit("efa.provider", 66, false, "libfabric found no usable provider (fi_getinfo: -61 / FI_ENODATA): the EFA "
             "devices or the efa provider are not available in this environment", &m);
 
     // --- messages whose meaning the NCCL sources fix, whatever the code
-    if (AnyOf(l, {"verify nccl_oob_net_ifname", "no usable listening interface found"}))
+    if (Any(l, {"verify nccl_oob_net_ifname", "no usable listening interface found"}))
       c.Hit("socket.ifname_missing", 72, false, "NCCL found no interface matching its OOB / socket interface setting "
             "(NCCL_OOB_NET_IFNAME / NCCL_SOCKET_IFNAME names none that exists with an address)", &m);
-    if (AnyOf(l, {"failed to cuda calloc", "failed to cuda malloc", "failed to cuda host alloc",
+    if (Any(l, {"failed to cuda calloc", "failed to cuda malloc", "failed to cuda host alloc",
                   "failed to cuda calloc async"}))
       c.Hit("cuda.oom", 70, false, "NCCL could not allocate its GPU / pinned host buffers: the GPU (or pinned host "
             "memory) is exhausted", &m);
