@@ -36,8 +36,12 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
   log.access_denied_anywhere = std::find(f.errnos.begin(), f.errnos.end(), "EACCES") != f.errnos.end() ||
                                std::find(f.errnos.begin(), f.errnos.end(), "EPERM") != f.errnos.end();
   log.roce = std::find(f.link_layers.begin(), f.link_layers.end(), "RoCE") != f.link_layers.end();
-  for (const Message& m : ctx.messages)
+  for (const Message& m : ctx.messages) {
     if (Any(m.lower, {"sigbus", "bus error"})) log.bus_error_anywhere = true;
+    // `ulimit -a` output is the effective limit of that shell; limits.conf lines are only intent.
+    if (Contains(m.lower, "max locked memory") && EndsWith(Trim(m.lower), "unlimited"))
+      log.memlock_unlimited = true;
+  }
   log.store_ctx = store_ctx;
   log.efa_ctx = efa_ctx;
 

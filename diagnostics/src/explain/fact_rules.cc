@@ -56,10 +56,15 @@ void FactRules(const RuleContext& ctx, Candidates& c) {
   std::map<long long, std::vector<const RankProgress*>> by_seq;
   for (const RankProgress& p : f.progress)
     if (p.seq >= 0) by_seq[p.seq].push_back(&p);
+  // Point-to-point work is numbered in the same sequence as collectives, so a rank in SEND and its peer in
+  // RECV at one SeqNum is a matched pair, not a desync.
+  auto point_to_point = [](const std::string& op) { return op == "SEND" || op == "RECV" || op == "RECVANYSOURCE"; };
   bool different_op = false;
   for (auto& [seq, ps] : by_seq)
     for (const RankProgress* p : ps)
-      if (!p->op.empty() && !ps.front()->op.empty() && p->op != ps.front()->op) different_op = true;
+      if (!p->op.empty() && !ps.front()->op.empty() && p->op != ps.front()->op &&
+          !(point_to_point(p->op) && point_to_point(ps.front()->op)))
+        different_op = true;
   auto evidence_for = [&](std::string_view id) {
     for (const RankProgress& p : f.progress) {
       EvidenceLine e;
@@ -70,7 +75,8 @@ void FactRules(const RuleContext& ctx, Candidates& c) {
     }
   };
   if (different_op) {
-    c.Hit("collective.mismatch", 88, true, "Ranks timed out in different collectives at the same sequence number "
+    // Several lines together make this case, no single message proves it: medium at most.
+    c.Hit("collective.mismatch", 88, false, "Ranks timed out in different collectives at the same sequence number "
           "(desync: they issued different operations)", nullptr);
     evidence_for("collective.mismatch");
   } else if (by_seq.size() > 1) {

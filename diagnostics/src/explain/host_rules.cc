@@ -41,6 +41,11 @@ void ShmRules(const LogContext& log, LineState& state, const LineView& v, Candid
       c.Hit("shm.other", 40, false, "An NCCL shared-memory operation failed (not a space error)", &m);
   }
 
+  // A process killed by SIGBUS with no shared-memory line to place it: a tmpfs that ran out of pages while a
+  // mapped segment was being touched raises SIGBUS, so a full /dev/shm is the usual suspect (a hint only).
+  if (!shm && Any(l, {"sigbus", "bus error"}) && !Contains(l, "insufficient shared memory"))
+    c.Hit("shm.space", 40, false, "A process died of SIGBUS: in containers usually a /dev/shm too small for the "
+          "shared-memory segments mapped by NCCL or the data loader", &m);
   if (Contains(l, "insufficient shared memory"))
     c.Hit("shm.space", 78, false, "A process reports insufficient shared memory (/dev/shm) - PyTorch's own "
           "diagnosis of a bus error in a worker", &m);

@@ -52,6 +52,10 @@ const KnownBug kKnownBugs[] = {
     {"0", "99", {"ncclmaxsharedmem", "exceeds device/fn maxsharedmem"}, true,
      "This NCCL build has no kernels for this GPU architecture (its shared-memory use exceeds the device's): the GPU "
      "is newer than the NCCL release", "NVIDIA/nccl-tests#291 (settled: RTX 5090 works from NCCL 2.26.2)"},
+    {"0", "2.19.1", {"transport.cc:", "cuda failure", "invalid argument"}, true,
+     "NCCL before 2.19 could fail its P2P transport setup (ncclTransportP2pSetup in transport.cc) with 'invalid argument' "
+     "because the first cudaMemcpy there was asynchronous; fixed in NCCL 2.19",
+     "NVIDIA/nccl#957 (maintainer: fixed in 2.19)"},
     {"0", "2.26.2", {"geforce rtx 50"}, false,
      "NCCL before 2.26.2 does not work on GeForce RTX 50-series GPUs (sm_120)", "NVIDIA/nccl-tests#291 (settled: NCCL "
      "2.26.2)"},

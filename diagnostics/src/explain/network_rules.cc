@@ -72,7 +72,9 @@ void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
                               "software caused connection abort", "connection timeout"});
   bool peer_closed = Any(l, {"connection closed by remote peer", "connection closed by peer", "connection reset by "
                              "peer", "remote process exited", "remote peer closed", "broken pipe", "socket closed",
-                             "peer has closed", "remote end closed"});
+                             "peer has closed", "remote end closed",
+                             // ncclRemoteError: NCCL's own code for "a remote process exited or the network failed"
+                             "ncclremoteerror"});
   if (peer_closed)
     c.Hit("socket.peer_closed", 42, false, "The connection to a peer was closed: that peer (another rank) failed "
           "first; its log holds the real error", &m);

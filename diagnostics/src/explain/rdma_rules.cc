@@ -24,7 +24,12 @@ void IbRules(const LogContext& log, const LineView& v, Candidates& c) {
     bool create = Any(l, {"ibv_create_qp", "ibv_create_cq", "ibv_create_srq", "ibv_alloc_pd"});
     // Queue / CQ creation with ENOMEM also happens when the device runs out of QPs / CQEs, so only a
     // memory registration proves the limit.
-    if (enomem && (reg || create))
+    // A log that shows the limit is already unlimited rules the limit out: the ENOMEM then comes from the
+    // device (MR / MTT resources, GPU memory registration), not from RLIMIT_MEMLOCK.
+    if (enomem && (reg || create) && log.memlock_unlimited)
+      c.Hit("ib.memlock", 45, false, "Registering / creating an RDMA resource failed with ENOMEM although the log "
+            "shows an unlimited locked-memory limit: device resources or GPU memory registration, not ulimit -l", &m);
+    else if (enomem && (reg || create))
       c.Hit("ib.memlock", reg ? 90 : 78, reg, "Registering / creating an RDMA resource failed with ENOMEM: the "
             "locked-memory limit (ulimit -l) is too low for the job", &m);
     else if (create)
@@ -65,7 +70,11 @@ void IbRules(const LogContext& log, const LineView& v, Candidates& c) {
                       std::any_of(f.gids.begin(), f.gids.end(), [](const std::string& g) { return g.rfind("fe80", 0) == 0; });
     bool ib_only = !f.link_layers.empty() && !roce;
     bool vendor129 = Contains(l, "vendor err 129") || Contains(l, "vendor_err=129");
-    if ((gid_hint && (status == 12 || status == 13) && (roce || link_local)) || (status == 12 && vendor129 && !ib_only))
+    // NCCL (2.21+) names the GIDs it used. An IPv4-mapped RoCE v2 GID (::ffff:a.b.c.d) is the one its default
+    // selection prefers and is routable, so the retries point at the fabric, not at the GID index.
+    bool v4_mapped_gid = Contains(l, "localgid ::ffff:") && !link_local;
+    if (!v4_mapped_gid &&
+        ((gid_hint && (status == 12 || status == 13) && (roce || link_local)) || (status == 12 && vendor129 && !ib_only)))
       c.Hit("ib.gid_index", 66, false, "RoCE transport retries exceeded (status 12): packets do not reach the peer; "
             "on RoCE usually the GID index / address family (e.g. a link-local IPv6 GID)", &m);
     c.Hit("ib.completion_error", 62, false,

@@ -24,6 +24,7 @@ struct LogContext {
   // tmpfs allocates pages when they are first touched, so a full /dev/shm shows up as SIGBUS inside the
   // shared-memory code rather than as ENOSPC.
   bool bus_error_anywhere = false;
+  bool memlock_unlimited = false;  // `ulimit -a` in the log shows max locked memory unlimited
   bool store_ctx = false;  // the log is about the rendezvous store (TCPStore, MASTER_PORT ...)
   bool efa_ctx = false;    // the log involves libfabric / EFA / aws-ofi-nccl
 
