@@ -28,6 +28,8 @@ constexpr FileHint kFileHints[] = {
     {"graph/xml", "topo.file", 45, "NCCL failed while reading a topology XML (graph/xml): NCCL_TOPO_FILE or a "
      "plugin-provided topology file"},
     {"graph/topo", "topo.file", 40, "NCCL failed while building the topology (graph/topo.cc)"},
+    {"graph/paths", "topo.file", 38, "NCCL could not place the GPUs / NICs in the topology it detected (graph/paths.cc): "
+     "in VMs and containers the PCI tree NCCL reads from sysfs is incomplete; a topology file for the machine fixes it"},
 };
 
 }  // namespace
@@ -91,9 +93,27 @@ void CodeRules(const RuleContext& ctx, Candidates& c) {
                   "failed to cuda calloc async"}))
       c.Hit("cuda.oom", 70, false, "NCCL could not allocate its GPU / pinned host buffers: the GPU (or pinned host "
             "memory) is exhausted", &m);
-    if (Contains(l, "got async error event"))
+    // ibv_get_async_event: NCCL prints every event; the port / device / QP / CQ error events are a fabric or NIC
+    // failing, the others (port active, GID / LID / P_Key change, "non-fatal") are bookkeeping.
+    if (Contains(l, "got async error event") ||
+        (Contains(l, "got async event") &&
+         Any(l, {"port error", "device fatal", "local catastrophic", "qp fatal", "cq error", "path mig req",
+                 "local work queue catastrophic", "invalid request local wq", "local access violation"})))
       c.Hit("ib.completion_error", 55, false, "The HCA raised an asynchronous error event (port / link / device "
             "error): a fabric or NIC problem", &m);
+    // EFAULT from a memory registration: the kernel could not pin the pages. NCCL registers GPU buffers, which
+    // needs the peer-memory module (nvidia-peermem) or DMA-BUF; without it the registration fails this way.
+    if (verbs && Has(errs, "EFAULT") && Any(l, {"reg_mr", "reg_dmabuf_mr", "register"}))
+      c.Hit("ib.gdr", 62, false, "Registering GPU memory with the NIC failed with EFAULT: GPUDirect RDMA is not "
+            "available (nvidia-peermem not loaded, or DMA-BUF unsupported by this driver / kernel)", &m);
+    else if (Contains(l, "ibv_reg_dmabuf_mr") && LooksLikeError(m))
+      c.Hit("ib.gdr", 50, false, "Registering GPU memory through DMA-BUF failed: the driver / kernel / NIC stack "
+            "does not support DMA-BUF GPUDirect RDMA here (NCCL_DMABUF_ENABLE=0 falls back to nvidia-peermem)", &m);
+    // Every rank tells the bootstrap root the communicator size it was given; different answers mean the
+    // launch gave ranks different world sizes.
+    if (Contains(l, "mismatch in rank count"))
+      c.Hit("store.rendezvous_timeout", 60, false, "Ranks joined the NCCL bootstrap with different world sizes: the "
+            "launcher gave them different WORLD_SIZE / nranks", &m);
 
     // --- the NCCL source file of a warning
     if (m.line->nccl_warn && codes.empty())
