@@ -353,6 +353,19 @@ TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] bootstrap.cc:120 NCCL WARN Bootstrap Root : mismatch in rank count from "
                              "procs 8 : 16\n")),
             "store.rendezvous_timeout");
+  // Without the warning line, the first "file:line -> result" trace names where the error began (a hint only).
+  Explanation trace = ExplainLog("h:1:2 [0] NCCL INFO misc/shmutils.cc:88 -> 2\n"
+                                 "h:1:2 [0] NCCL INFO transport/shm.cc:551 -> 2\n"
+                                 "h:1:2 [0] NCCL INFO misc/socket.cc:28 -> 3\n");
+  EXPECT_EQ(Claim(trace), "shm.space");
+  EXPECT_EQ(trace.Best()->confidence, Confidence::kLow);
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO misc/socket.cc:749 -> 6\n"
+                             "h:1:2 [0] NCCL INFO transport/net.cc:288 -> 6\n")),
+            "socket.peer_closed");
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] init.cc:904 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on "
+                             "CUDA device 1000\n"
+                             "h:1:2 [0] NCCL INFO misc/shmutils.cc:88 -> 2\n")),
+            "gpu.duplicate");
   // NVIDIA/nccl#957: before 2.19 ncclTransportP2pSetup could fail with 'invalid argument'.
   EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n")), "nccl.bug");
   EXPECT_EQ(Claim(ExplainLog("NCCL version 2.21.5+cuda12.4\n"

@@ -32,9 +32,66 @@ constexpr FileHint kFileHints[] = {
      "in VMs and containers the PCI tree NCCL reads from sysfs is incomplete; a topology file for the machine fixes it"},
 };
 
+// NCCLCHECK prints "INFO file.cc:line -> result" at every level an error passes through, deepest first: the
+// first such line of an input names the source file where the failure began. Used only as a weak hint for
+// logs whose warning line is missing (pasted without it, or NCCL_DEBUG=INFO lines cut).
+struct ChainHint {
+  const char* file;
+  int result;  // ncclResult_t the origin returned (0: any)
+  const char* family;
+  int score;
+  const char* cause;
+};
+constexpr ChainHint kChainHints[] = {
+    {"shm", 2, "shm.space", 34, "NCCL's error began in its shared-memory code (system error): most often /dev/shm "
+     "too small for the segments"},
+    {"transport/p2p", 1, "p2p.unsupported", 34, "NCCL's error began in the P2P transport with a CUDA failure: peer "
+     "access / CUDA IPC between these GPUs"},
+    {"graph/", 0, "topo.file", 34, "NCCL's error began in topology detection / search (graph/): the topology it read "
+     "(sysfs or NCCL_TOPO_FILE) does not describe this machine"},
+    {"transport/nvls", 0, "nvls.fabricmanager", 34, "NCCL's error began in the NVLS transport"},
+    {"socket", 6, "socket.peer_closed", 30, "NCCL's error began in its socket code with a remote error: the peer "
+     "closed the connection"},
+    {"socket", 2, "socket.unreachable", 34, "NCCL's error began in its socket code with a system error: a "
+     "connection between ranks could not be made"},
+    {"include/alloc", 1, "cuda.oom", 30, "NCCL's error began allocating memory with a CUDA failure: the GPU is out "
+     "of memory"},
+    {"ofi", 0, "efa.provider", 34, "The error began in the aws-ofi-nccl / libfabric plugin"},
+};
+
+// "misc/shmutils.cc:88 -> 2 (..)" -> {"misc/shmutils.cc", 2}; result -1 when the body is not a trace line.
+std::pair<std::string, int> ChainFrame(std::string_view body) {
+  std::size_t colon = body.find(':');
+  std::size_t arrow = body.find(" -> ");
+  if (colon == std::string_view::npos || arrow == std::string_view::npos || colon > arrow || colon == 0) return {"", -1};
+  std::string_view file = body.substr(0, colon);
+  if (file.find(' ') != std::string_view::npos || file.find('.') == std::string_view::npos) return {"", -1};
+  int result = 0;
+  std::size_t i = arrow + 4;
+  if (i >= body.size() || body[i] < '0' || body[i] > '9') return {"", -1};
+  for (; i < body.size() && body[i] >= '0' && body[i] <= '9' && result < 1000; ++i) result = result * 10 + (body[i] - '0');
+  return {std::string(file), result};
+}
+
+void ChainRules(const RuleContext& ctx, Candidates& c) {
+  std::vector<int> seen;  // inputs whose first trace line was taken
+  for (const Message& m : ctx.messages) {
+    if (!m.line->nccl_info || std::find(seen.begin(), seen.end(), m.line->source) != seen.end()) continue;
+    auto [file, result] = ChainFrame(m.line->body);
+    if (result <= 0) continue;
+    seen.push_back(m.line->source);
+    for (const ChainHint& h : kChainHints)
+      if (Contains(file, h.file) && (h.result == 0 || h.result == result)) {
+        c.Hit(h.family, h.score, false, h.cause, &m);
+        break;
+      }
+  }
+}
+
 }  // namespace
 
 void CodeRules(const RuleContext& ctx, Candidates& c) {
+  ChainRules(ctx, c);
   bool efa_env = false;
   for (const auto& [k, v] : ctx.facts.env)
     if (k.rfind("FI_", 0) == 0) efa_env = true;
