@@ -333,6 +333,9 @@ TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   Explanation unlimited = ExplainLog("max locked memory       (kbytes, -l) unlimited\n" + reg);
   ASSERT_NE(unlimited.Best(), nullptr);
   EXPECT_NE(unlimited.Best()->confidence, Confidence::kHigh);
+  // Advice to make it unlimited is not the limit being unlimited.
+  EXPECT_EQ(ExplainLog("Please set max locked memory (ulimit -l) to unlimited\n" + reg).Best()->confidence,
+            Confidence::kHigh);
 
   // EFAULT pinning a GPU buffer: GPUDirect RDMA is missing.
   EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Bad "

@@ -39,7 +39,8 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
   for (const Message& m : ctx.messages) {
     if (Any(m.lower, {"sigbus", "bus error"})) log.bus_error_anywhere = true;
     // `ulimit -a` output is the effective limit of that shell; limits.conf lines are only intent.
-    if (Contains(m.lower, "max locked memory") && EndsWith(Trim(m.lower), "unlimited"))
+    if (Contains(m.lower, "max locked memory") && EndsWith(Trim(m.lower), "unlimited") &&
+        !Any(m.lower, {"please", "set ", "increase", "raise", "should"}))
       log.memlock_unlimited = true;
   }
   log.store_ctx = store_ctx;
