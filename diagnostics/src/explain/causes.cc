@@ -1,3 +1,6 @@
+// ScoreCauses: what the rules know about the whole log, the per-line rules (one function per subsystem, in a
+// fixed order), the code-driven and whole-log rules, then ranking: the first real error's cause first,
+// symptoms below causes, and a proof demoted to medium when another family makes a strong case too.
 #include "causes.h"
 
 #include <algorithm>
@@ -85,8 +88,6 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
   // Specific causes explain the generic symptoms (a closed connection, a collective timeout): keep the
   // symptom, but below them.
   std::vector<Diagnosis> out = c.Take();
-  // The cause whose evidence is the first real error outranks causes seen only later (their lines are
-  // often consequences: an invalid device ordinal after a failed CUDA call).
   // The cause whose evidence is the first real error outranks causes seen only later (their lines are
   // often consequences: an invalid device ordinal after a failed CUDA call).
   for (Diagnosis& d : out)
