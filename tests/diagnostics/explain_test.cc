@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <chrono>
+#include <cstdio>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -298,10 +299,81 @@ TEST(ExplainTest, WatchdogRanksAtDifferentOpsIsAMismatch) {
       "[rank2]:[E ProcessGroupNCCL.cpp:607] [Rank 2] Watchdog caught collective operation timeout: "
       "WorkNCCL(SeqNum=42, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600100 ms\n");
   EXPECT_EQ(Claim(diff), "collective.mismatch");
-  EXPECT_EQ(diff.Best()->confidence, Confidence::kHigh);
+  // Three lines together make the case; no single message proves a desync, so not high.
+  EXPECT_EQ(diff.Best()->confidence, Confidence::kMedium);
   ASSERT_FALSE(diff.divergences.empty());
   EXPECT_EQ(diff.divergences.front().kind, "different_op");
   EXPECT_EQ(diff.divergences.front().source, "rank 1");
+}
+
+// Rules that follow from what the NCCL / PyTorch / verbs sources mean, each next to the case it must not claim.
+TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
+  // Point-to-point work shares the sequence numbers: a SEND facing a RECV at one SeqNum is a matched pair.
+  Explanation pair = ExplainLog(
+      "[rank0]:[E ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
+      "WorkNCCL(SeqNum=7, OpType=SEND, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600100 ms\n"
+      "[rank1]:[E ProcessGroupNCCL.cpp:607] [Rank 1] Watchdog caught collective operation timeout: "
+      "WorkNCCL(SeqNum=7, OpType=RECV, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600100 ms\n");
+  EXPECT_EQ(Claim(pair), "collective.timeout");
+
+  // Retries exceeded on an IPv4-mapped RoCE v2 GID (NCCL's preferred, routable choice): the fabric, not the index.
+  const char* completion =
+      "h:1:2 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<123> with status=12 "
+      "opcode=0 len=0 vendor err 129 (Send) localGid %s remoteGids%s\n";
+  char v4[512], ll[512];
+  std::snprintf(v4, sizeof v4, completion, "::ffff:10.0.0.1", " ::ffff:10.0.0.2");
+  std::snprintf(ll, sizeof ll, completion, "fe80::1", " fe80::2");
+  EXPECT_EQ(Claim(ExplainLog(v4)), "ib.completion_error");
+  EXPECT_EQ(Claim(ExplainLog(ll)), "ib.gid_index");
+
+  // ENOMEM from ibv_reg_mr proves the memlock limit only while the log does not show it unlimited.
+  const std::string reg = "h:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot "
+                          "allocate memory\n";
+  EXPECT_EQ(ExplainLog(reg).Best()->confidence, Confidence::kHigh);
+  Explanation unlimited = ExplainLog("max locked memory       (kbytes, -l) unlimited\n" + reg);
+  ASSERT_NE(unlimited.Best(), nullptr);
+  EXPECT_NE(unlimited.Best()->confidence, Confidence::kHigh);
+  // Advice to make it unlimited is not the limit being unlimited.
+  EXPECT_EQ(ExplainLog("Please set max locked memory (ulimit -l) to unlimited\n" + reg).Best()->confidence,
+            Confidence::kHigh);
+
+  // EFAULT pinning a GPU buffer: GPUDirect RDMA is missing.
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Bad "
+                             "address\n")),
+            "ib.gdr");
+  // Asynchronous HCA events: errors are a fabric problem, bookkeeping events are nothing.
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] transport/net_ib.cc:90 NCCL WARN NET/IB : mlx5_0:1 Got async event : port "
+                             "error\n")),
+            "ib.completion_error");
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] transport/net_ib.cc:90 NCCL WARN NET/IB : mlx5_0:1 Got async event : GID "
+                             "table change\n")),
+            "none");
+  // ncclRemoteError is NCCL saying the peer went away.
+  EXPECT_EQ(Claim(ExplainLog("ncclRemoteError: A call failed possibly due to a network error or a remote process "
+                             "exiting prematurely.\n")),
+            "socket.peer_closed");
+  // The bootstrap root saw ranks with different communicator sizes.
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] bootstrap.cc:120 NCCL WARN Bootstrap Root : mismatch in rank count from "
+                             "procs 8 : 16\n")),
+            "store.rendezvous_timeout");
+  // Without the warning line, the first "file:line -> result" trace names where the error began (a hint only).
+  Explanation trace = ExplainLog("h:1:2 [0] NCCL INFO misc/shmutils.cc:88 -> 2\n"
+                                 "h:1:2 [0] NCCL INFO transport/shm.cc:551 -> 2\n"
+                                 "h:1:2 [0] NCCL INFO misc/socket.cc:28 -> 3\n");
+  EXPECT_EQ(Claim(trace), "shm.space");
+  EXPECT_EQ(trace.Best()->confidence, Confidence::kLow);
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO misc/socket.cc:749 -> 6\n"
+                             "h:1:2 [0] NCCL INFO transport/net.cc:288 -> 6\n")),
+            "socket.peer_closed");
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] init.cc:904 NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on "
+                             "CUDA device 1000\n"
+                             "h:1:2 [0] NCCL INFO misc/shmutils.cc:88 -> 2\n")),
+            "gpu.duplicate");
+  // NVIDIA/nccl#957: before 2.19 ncclTransportP2pSetup could fail with 'invalid argument'.
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n")), "nccl.bug");
+  EXPECT_EQ(Claim(ExplainLog("NCCL version 2.21.5+cuda12.4\n"
+                             "h:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n")),
+            "none");
 }
 
 TEST(ExplainTest, TransportsInterfacesAndJsonPrefixes) {

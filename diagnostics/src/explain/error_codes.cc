@@ -30,6 +30,9 @@ constexpr CudaCodeMeaning kCudaCodes[] = {
     {101, "cudaerrorinvaliddevice", "cuda.no_device", 90, true,
      "A device index beyond the visible GPUs (cudaErrorInvalidDevice 101): more ranks per node than GPUs, or "
      "CUDA_VISIBLE_DEVICES narrower than LOCAL_RANK"},
+    {98, "cudaerrorinvaliddevicefunction", "nccl.bug", 45, false,
+     "No device function for this GPU (cudaErrorInvalidDeviceFunction 98): the library was not built for this GPU "
+     "architecture (a newer release supports it)"},
     {209, "cudaerrornokernelimagefordevice", "nccl.bug", 50, false,
      "No kernel image for this GPU (cudaErrorNoKernelImageForDevice 209): the library was not built for this GPU "
      "architecture (a newer release supports it)"},

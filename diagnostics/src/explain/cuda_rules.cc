@@ -1,0 +1,84 @@
+// Rules for CUDA and the GPUs: driver older than the runtime, no / invalid device, system not ready,
+// out of GPU memory, faults NCCL only reports, two ranks on one GPU, peer access, NVLS.
+#include <string>
+
+#include "commkit/common/strings.h"
+#include "rules.h"
+
+namespace commkit::diagnostics::explain {
+
+namespace {
+
+std::string Capture(const Message& m, std::size_t i) {
+  return i < m.match.captures.size() ? m.match.captures[i] : std::string();
+}
+
+}  // namespace
+
+void CudaRules(LineState& state, const LineView& v, Candidates& c) {
+  const Message& m = v.m;
+  const std::string& l = v.l;
+  const std::string& topic = v.topic;
+  bool& earlier_cuda_failure = state.earlier_cuda_failure;
+  // --- CUDA
+  if (Any(l, {"driver version is insufficient", "cudaerrorinsufficientdriver", "driver is too old",
+              "nvidia driver on your system is too old", "cuda_error_system_driver_mismatch"}))
+    c.Hit("cuda.driver_too_old", 95, true, "The CUDA driver is older than the CUDA runtime the program / NCCL was "
+          "built for", &m);
+  if (Contains(l, "api call is not supported in the installed cuda driver") ||
+      Contains(l, "cudaerrorcallrequiresnewerdriver"))
+    c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
+          "for a newer CUDA)", &m);
+  if (Any(l, {"unsupported display driver / cuda driver combination", "forward compatibility was attempted",
+              "cudaerrorcompatnotsupportedondevice", "ptx was compiled with an unsupported toolchain",
+              "cudaerrorunsupportedptxversion"}))
+    c.Hit("cuda.driver_too_old", 70, false, "The driver is older than the CUDA the code was built with (forward "
+          "compatibility not available on this GPU / driver, or PTX from a newer toolchain)", &m);
+  if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
+              "no cuda gpus are available", "found no nvidia driver"})) {
+    // After another CUDA failure, a missing device is usually its consequence, not the cause. The
+    // framework's "no CUDA GPUs are available" / "found no NVIDIA driver" also follow a broken driver
+    // install, so only CUDA's own device errors prove the family.
+    bool cuda_says = Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice",
+                             "cudaerrorinvaliddevice"});
+    if (earlier_cuda_failure)
+      c.Hit("cuda.no_device", 52, false, "A CUDA call reported no / an invalid device after an earlier CUDA failure",
+            &m);
+    else
+      c.Hit("cuda.no_device", cuda_says ? 90 : 78, cuda_says, "The process sees no (or not the requested) CUDA device",
+            &m);
+  }
+  if (Any(l, {"cuda failure", "cuda error", "cudaerror"}) && !Any(l, {"device ordinal", "cuda-capable"}))
+    earlier_cuda_failure = true;
+  if (Any(l, {"system not yet initialized", "cudaerrorsystemnotready", "error 802"}))
+    c.Hit("cuda.system_not_ready", 75, false, "CUDA reports the system is not ready (cudaErrorSystemNotReady 802): "
+          "on NVSwitch systems nvidia-fabricmanager is usually not running", &m);
+  if (Contains(l, "out of memory") && Any(l, {"cuda", "cumem", "gpu"}) && !Contains(l, "killed process"))
+    c.Hit("cuda.oom", 76, false, "A CUDA allocation (NCCL buffers or the framework's) ran out of GPU memory", &m);
+  if (Any(l, {"illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
+              "illegal instruction was encountered",
+              "uncorrectable ecc", " xid "}))
+    c.Hit("cuda.illegal_access", Contains(l, "illegal memory access") ? 74 : 62, false,
+          "A GPU kernel faulted (illegal memory access / Xid); NCCL only reports it", &m);
+  if (Contains(l, "duplicate gpu detected")) {
+    std::string cause = "Two ranks use the same GPU";
+    if (m.match.entry != nullptr && m.match.captures.size() >= 3)
+      cause += " (ranks " + Capture(m, 0) + " and " + Capture(m, 1) + " on CUDA device " + Capture(m, 2) + ")";
+    c.Hit("gpu.duplicate", 98, true, cause + ": the device is not set per local rank, or more processes than GPUs",
+          &m);
+  }
+  if (Any(l, {"peer access is not supported", "cudaerrorpeeraccessunsupported", "p2p is not supported",
+              "failed to enable peer access", "peer access unsupported"}) ||
+      (Contains(l, "217") && Contains(l, "peer")))
+    c.Hit("p2p.unsupported", 68, false, "CUDA peer access (P2P / IPC) is not supported between these GPUs but a P2P "
+          "path was used", &m);
+  else if (Contains(l, "peer access device") && Contains(l, "not available"))
+    c.Hit("p2p.unsupported", 35, false, "The GPUs report no peer access (harmless unless a P2P-only path is used)",
+          &m);
+  if (Any(l, {"nvls", "nvlink sharp", "multicast"}) || topic == "nvls")
+    c.Hit("nvls.fabricmanager", 75, false, "NVLS (NVLink SHARP multicast) setup failed; the known cause is "
+          "nvidia-fabricmanager restarted without resetting the GPUs", &m);
+
+}
+
+}  // namespace commkit::diagnostics::explain

@@ -1,0 +1,122 @@
+// Rules for TCP between ranks: the socket interface NCCL / Gloo use (missing, or a virtual / unroutable
+// one), connections refused or closed, and the c10d rendezvous store (timeouts, its port in use).
+#include <string>
+#include <vector>
+
+#include "commkit/common/strings.h"
+#include "rules.h"
+
+namespace commkit::diagnostics::explain {
+
+namespace {
+
+// Does an NCCL_SOCKET_IFNAME value (prefix list, ^exclusions, =exact) name one of `ifs`?
+bool IfnameMatchesAny(std::string value, const std::vector<std::string>& ifs) {
+  if (value.empty() || value.front() == '^') return true;  // exclusion lists cannot be checked this way
+  bool exact = value.front() == '=';
+  if (exact) value.erase(0, 1);
+  for (const std::string& want : Split(value, ',', true))
+    for (const std::string& have : ifs)
+      if (exact ? have == want : have.rfind(want, 0) == 0) return true;
+  return false;
+}
+
+}  // namespace
+
+bool ConnectFailure(const std::string& l) {
+  return Any(l, {"connection refused", "no route to host", "connection timed out", "network is unreachable",
+                 "call to connect", "connect to ", "failed to connect", "connect failed",
+                 "software caused connection abort", "connection timeout"});
+}
+
+void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
+  const Message& m = v.m;
+  const std::string& l = v.l;
+  const LogFacts& f = log.facts;
+  const std::string& ifname = log.ifname;
+  bool store_ctx = log.store_ctx, single_host_log = log.single_host_log;
+  // --- interfaces and sockets
+  if (Any(l, {"no socket interface found", "no usable interface", "no interface found", "unable to find address for",
+              "no socket interface"})) {
+    bool proven = !ifname.empty() && !IfnameMatchesAny(ifname, f.interfaces);
+    if (Contains(l, "unable to find address for")) proven = true;  // Gloo names the interface it was told to use
+    c.Hit("socket.ifname_missing", proven ? 92 : 72, proven,
+          ifname.empty() ? "No network interface matches the socket interface setting"
+                         : "NCCL_SOCKET_IFNAME=" + ifname + " names no interface with an address on this host",
+          &m);
+  }
+  // EAFNOSUPPORT when NCCL creates its socket: the address family it picked is not available here
+  // (no interface with an IPv4/IPv6 address, e.g. a container without a network).
+  if (Contains(l, "socket creation failed") && Contains(l, "address family not supported"))
+    c.Hit("socket.ifname_missing", 70, false, "NCCL could not create a socket for the address family of the "
+          "interface it picked: no usable IP interface in this environment (container network, "
+          "NCCL_SOCKET_IFNAME)", &m);
+  if (Any(l, {"is neither af_inet", "unsupported address family", "unsupported ip family"})) {
+    long long fam = -1;
+    std::size_t at = l.find("family ");
+    if (at != std::string::npos) fam = NumAt(l, at + 7);
+    if (fam == 0 && ifname.empty()) {
+      c.Hit("nccl.version_mismatch", 45, false, "A peer sent an address with family 0 (seen with mixed NCCL versions "
+            "across nodes)", &m);
+    } else {
+      bool proven = !ifname.empty();
+      c.Hit("socket.ifname_missing", proven ? 88 : 65, proven,
+            (ifname.empty() ? std::string("No usable socket interface")
+                            : "NCCL_SOCKET_IFNAME=" + ifname + " matches no usable interface") +
+                ": NCCL connected with an uninitialised address (family " + std::to_string(fam) + ")",
+            &m);
+    }
+  }
+  bool connect_fail = Any(l, {"connection refused", "no route to host", "connection timed out", "network is "
+                              "unreachable", "call to connect", "connect to ", "failed to connect", "connect failed",
+                              "software caused connection abort", "connection timeout"});
+  bool peer_closed = Any(l, {"connection closed by remote peer", "connection closed by peer", "connection reset by "
+                             "peer", "remote process exited", "remote peer closed", "broken pipe", "socket closed",
+                             "peer has closed", "remote end closed",
+                             // ncclRemoteError: NCCL's own code for "a remote process exited or the network failed"
+                             "ncclremoteerror"});
+  if (peer_closed)
+    c.Hit("socket.peer_closed", 42, false, "The connection to a peer was closed: that peer (another rank) failed "
+          "first; its log holds the real error", &m);
+  else if (connect_fail && !store_ctx && !Contains(l, "ibv_"))
+    c.Hit("socket.unreachable", 55, false, "Ranks cannot open TCP connections to each other (firewall, wrong "
+          "address/route, or the peer is not listening)", &m);
+  // Connecting to Docker's default bridge or to loopback across hosts: the peer advertised the wrong
+  // interface's address.
+  if (connect_fail && !Contains(l, "ibv_") && Any(l, {" 172.17.", "<172.17.", "[172.17.", " 127.0.", "<127.0."}) &&
+      !single_host_log)
+    c.Hit("socket.wrong_interface", 66, false, "A peer advertised an address on Docker's default bridge or "
+          "loopback (172.17.x / 127.x), which other hosts cannot reach", &m);
+  // IPv4 link-local (RFC 3927) addresses are never routed: a failed connect to one means an interface
+  // such as a pod-identity or APIPA link was chosen, whatever the number of hosts.
+  if (connect_fail && !Contains(l, "ibv_") && Any(l, {" 169.254.", "<169.254.", "[169.254.", "/169.254."}))
+    c.Hit("socket.wrong_interface", 66, false, "A connection to a link-local address (169.254.x) failed: NCCL/Gloo "
+          "used an interface whose address is not routable between hosts", &m);
+
+}
+
+void StoreRules(const LogContext& log, const LineView& v, Candidates& c) {
+  const Message& m = v.m;
+  const std::string& l = v.l;
+  bool store_ctx = log.store_ctx;
+  bool connect_fail = ConnectFailure(l);
+  // --- store / rendezvous
+  if (Any(l, {"address already in use", "eaddrinuse", "errno: 98"}))
+    c.Hit("store.port_in_use", store_ctx ? 90 : 60, store_ctx,
+          store_ctx ? "The rendezvous store (TCPStore on MASTER_PORT) could not bind: the port is in use"
+                    : "A listening socket could not bind: address already in use",
+          &m);
+  if (Any(l, {"waiting for clients", "clients joined"}))
+    c.Hit("store.rendezvous_timeout", 88, false, "The store timed out waiting for ranks to join: not every rank "
+          "reached init_process_group (wrong WORLD_SIZE / MASTER_ADDR, or ranks that crashed or never started)", &m);
+  else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror", "socket timeout", "diststoreerror",
+                   "wait timeout after", "timed out initializing process group", "store_based_barrier",
+                   "failed to connect to any network address", "connection to the c10d store has failed",
+                   "rendezvous timeout", "timed out waiting for"}) ||
+           (connect_fail && store_ctx))
+    c.Hit("store.rendezvous_timeout", 60, false, "Ranks could not reach the rendezvous store (MASTER_ADDR:MASTER_PORT)"
+          " in time", &m);
+
+}
+
+}  // namespace commkit::diagnostics::explain
