@@ -16,6 +16,10 @@ using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
 struct MismatchCheck::Reporter {
+  // How long a rank whose collective timed out waits for the others' calls (they time out too, at
+  // about the same time, unless they are gone).
+  static constexpr milliseconds kExplainBound{10'000};
+
   std::shared_ptr<Store> store;
   int rank = 0, size = 1;
   std::string who;
@@ -55,8 +59,13 @@ struct MismatchCheck::Reporter {
                                    "\n  Every rank must issue the same collectives in the same order."));
   }
 
+  // The diff. Checked before the collective, every rank gets here at about the same time; checked at
+  // completion, a rank whose collective hung gets here only after its own timeout, so the others
+  // wait that long (and a little more) for its call.
   Status Report(const CollectiveArgs& args) const {
-    auto all = Exchange(args, std::min<milliseconds>(args.timeout, std::chrono::seconds(60)));
+    const milliseconds bound = args.check_fingerprint ? args.timeout + kExplainBound
+                                                      : std::min<milliseconds>(args.timeout, std::chrono::seconds(60));
+    auto all = Exchange(args, bound);
     if (all.ok()) return Mismatch(args, Diff(*all));
     return Mismatch(args, StrCat("\n  this rank: ", Describe(args), " (others unavailable: ", all.status().message(), ")"));
   }
@@ -65,7 +74,6 @@ struct MismatchCheck::Reporter {
   // are still there compare their calls through the store. A difference is the likely cause of the
   // hang and is reported as a mismatch; otherwise (or when some rank does not answer within
   // kExplainBound) `failure` stands.
-  static constexpr milliseconds kExplainBound{10'000};
   Status Explain(const CollectiveArgs& args, const Status& failure) const {
     auto all = Exchange(args, std::min<milliseconds>(args.timeout, kExplainBound));
     if (!all.ok()) return failure;
