@@ -16,17 +16,18 @@ extrapolates to the sizes no single machine can host. Without --bench-json it us
 recorded in docs/store-benchmarks.md.
 
     build/test/bin/commkit-store-bench --clients 64 --ops 200 --fingerprint 64 128 256 512 1024 --json > fp.json
-    scripts/mismatch-store-model.py --bench-json fp.json [--json]
+    scripts/mismatch-store-model.py --bench-json fp1.json fp2.json fp3.json [--json]
 """
 import argparse
 import json
+import statistics
 import sys
 
 VERSION = "1.0"
 
-# commkit-store-bench --fingerprint 64 128 256 512 1024 (seconds per collective), recorded in
-# docs/store-benchmarks.md; replaced by --bench-json.
-RECORDED = {}
+# commkit-store-bench --fingerprint 64 128 256 512 1024 (seconds per collective, median of 3 runs, Release
+# build, 2-core VM, 2026-11-24), recorded in docs/store-benchmarks.md; replaced by --bench-json.
+RECORDED = {64: 0.0070, 128: 0.0197, 256: 0.0583, 512: 0.1706, 1024: 0.6898}
 
 FRAME = 4 + 1  # u32 length + u8 op (request) or status (reply)
 
@@ -70,7 +71,9 @@ def fit(points):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--bench-json", help="commkit-store-bench --json output with a 'fingerprint' section")
+    p.add_argument("--bench-json", nargs="+", metavar="FILE",
+                   help="commkit-store-bench --json outputs with a 'fingerprint' section (several runs: the median "
+                        "per rank count)")
     p.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024, 2048, 4096])
     p.add_argument("--group", default="world", help="process group name (part of every key)")
     p.add_argument("--seq-digits", type=int, default=6, help="digits of the sequence number (6: up to 999,999 collectives)")
@@ -82,14 +85,18 @@ def main():
     args = p.parse_args()
 
     if args.bench_json:
-        try:
-            with open(args.bench_json, encoding="utf-8") as f:
-                bench = json.load(f)
-            points = [(int(r["ranks"]), float(r["seconds_per_collective"])) for r in bench["fingerprint"]]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"{args.bench_json}: not commkit-store-bench --json output with a 'fingerprint' section: {e}",
-                  file=sys.stderr)
-            return 2
+        runs = {}
+        for path in args.bench_json:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    bench = json.load(f)
+                for r in bench["fingerprint"]:
+                    runs.setdefault(int(r["ranks"]), []).append(float(r["seconds_per_collective"]))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                print(f"{path}: not commkit-store-bench --json output with a 'fingerprint' section: {e}",
+                      file=sys.stderr)
+                return 2
+        points = sorted((n, statistics.median(ts)) for n, ts in runs.items())
     else:
         points = sorted(RECORDED.items())
     if len(points) < 2:
