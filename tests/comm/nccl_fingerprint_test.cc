@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "commkit/comm/nccl/nccl_runtime.h"
 #include "nccl_fingerprint.h"
 
 namespace commkit::comm::nccl {
@@ -42,6 +43,16 @@ TEST(NcclFingerprint, AgreementExactlyWhenEveryRankHasTheSameWord) {
   one_off[4095] = 0x0123456789abcdefull;
   one_off[0] = 0x1123456789abcdefull;
   EXPECT_EQ(Reduce(one_off), FingerprintVerdict::kDiffer);
+}
+
+// Without a driver the slots cannot be allocated: a clear error that says how to go on, no crash.
+TEST(NcclFingerprint, SlotsWithoutADriverFailWithAHint) {
+  if (ProbeNcclRuntime().ok()) GTEST_SKIP() << "a GPU is present: nccl_engine_gpu_test covers the device path";
+  auto slots = std::make_shared<FingerprintSlots>(0);
+  auto check = slots->Acquire(42);
+  ASSERT_FALSE(check.ok());
+  EXPECT_NE(check.status().message().find("COMMKIT_CHECK_MISMATCH=0"), std::string::npos) << check.status().ToString();
+  EXPECT_EQ(slots->capacity(), 0u);
 }
 
 }  // namespace

@@ -254,6 +254,7 @@ void ExpectLazyMismatchWithDiff(std::size_t good, std::size_t bad) {
       COMMKIT_ASSERT_OK((*pg.Allreduce(nullptr, buf.data(), 8, DataType::kFloat32, ReduceOp::Sum()))->Synchronize(30s));
     EXPECT_EQ(store.mismatch_ops(), 0);
     const std::size_t n = pg.rank() == 1 ? bad : good;
+    submitted.arrive_and_wait();  // every rank is done with its earlier works
     if (pg.rank() == 0) g_hold = true;
     submitted.arrive_and_wait();
     auto work = pg.Allreduce(nullptr, buf.data(), n, DataType::kFloat32, ReduceOp::Sum());

@@ -56,8 +56,11 @@ Result<std::shared_ptr<FingerprintCheck>> FingerprintSlots::Acquire(std::uint64_
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (free_.empty()) {
+      const std::string where = StrCat("NCCL backend on cuda:", device_, ": mapped pinned memory for the "
+                                       "fingerprint check (", kSlotsPerChunk * kSlotBytes, " bytes); set "
+                                       "COMMKIT_CHECK_MISMATCH=0 to run without the check");
       DeviceGuard guard(device_);
-      COMMKIT_RETURN_IF_ERROR(guard.status());
+      COMMKIT_RETURN_IF_ERROR(guard.status().WithContext(where));
       void* host = nullptr;
       cudaError_t err = cudaHostAlloc(&host, kSlotsPerChunk * kSlotBytes, cudaHostAllocMapped | cudaHostAllocPortable);
       void* device = nullptr;
@@ -67,10 +70,7 @@ Result<std::shared_ptr<FingerprintCheck>> FingerprintSlots::Acquire(std::uint64_
       }
       if (err != cudaSuccess) {
         (void)cudaGetLastError();
-        return MapCudaError(err, cudaGetErrorName(err), cudaGetErrorString(err),
-                            StrCat("NCCL backend on cuda:", device_, ": mapped pinned memory for the fingerprint "
-                                   "check (", kSlotsPerChunk * kSlotBytes, " bytes); set COMMKIT_CHECK_MISMATCH=0 "
-                                   "to run without the check"));
+        return MapCudaError(err, cudaGetErrorName(err), cudaGetErrorString(err), where);
       }
       const std::size_t base = chunks_.size() * kSlotsPerChunk;
       chunks_.push_back({static_cast<std::uint64_t*>(host), static_cast<char*>(device)});
