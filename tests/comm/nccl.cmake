@@ -3,6 +3,7 @@
 if(TARGET commkit::comm_nccl)
   commkit_add_test(comm_nccl_unit_test
     SOURCES nccl_error_test.cc nccl_watchdog_test.cc nccl_unavailable_test.cc nccl_collectives_test.cc
+      nccl_fingerprint_test.cc
     LIBS commkit::comm_nccl commkit::comm
     LABELS unit
     TIMEOUT 60)

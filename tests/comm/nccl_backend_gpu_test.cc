@@ -13,6 +13,7 @@
 
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/nccl/nccl_backend.h"
+#include "commkit/comm/prefix_store.h"
 #include "commkit/comm/registry.h"
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/rendezvous.h"
@@ -389,6 +390,50 @@ TEST(NcclProcessGroupGpuTest, AllreduceAndBroadcastThroughProcessGroup) {
   ASSERT_TRUE((*b)->Synchronize(120s).ok());
   auto bad = (*pg)->Allreduce(nullptr, buf.ptr, 100, DataType::kInt32, ReduceOp::Bxor(), dev);
   EXPECT_EQ(bad.status().code(), StatusCode::kNotSupported);
+}
+
+// Mismatched collectives through the ProcessGroup on P >= 2 ranks (one GPU each, launched by
+// commkit-run): the fingerprint check rides in each collective's NCCL group, nothing goes through the
+// store per call, and a difference fails the Work at completion with every rank's call.
+TEST_F(NcclBackendGpuTest, MismatchThroughProcessGroupFailsWithThePerRankDiff) {
+  if (P < 2) GTEST_SKIP() << "a mismatch needs two ranks: run with WORLD_SIZE >= 2, one GPU per rank";
+  Registry::Default().Register(NcclBackendInfo());
+  ProcessGroupOptions o;
+  o.backend = "nccl";
+  o.memory = MemoryKind::kDevice;
+  o.timeout = 20s;
+  o.name = "mismatch";
+  auto pg = ProcessGroup::Create(std::make_shared<PrefixStore>("pg-mismatch-test", context_.store), r, P, o);
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  Dev<float> buf(64, 1.0f);
+  auto ok = (*pg)->Allreduce(nullptr, buf.ptr, 64, DataType::kFloat32, ReduceOp::Sum());
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_TRUE((*ok)->Synchronize(120s).ok());
+  for (float x : buf.Get()) ASSERT_EQ(x, static_cast<float>(P));
+
+  // Same size, different op: the collective completes, the check disagrees.
+  auto w = (*pg)->Allreduce(nullptr, buf.ptr, 64, DataType::kFloat32, r == 1 ? ReduceOp::Max() : ReduceOp::Sum());
+  ASSERT_TRUE(w.ok()) << "the check never blocks the submission: " << w.status().ToString();
+  Status s = (*w)->Synchronize(120s);
+  ASSERT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+  EXPECT_NE(s.message().find("rank 1: allreduce f32 max count=64"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rank 0: allreduce f32 sum count=64"), std::string::npos) << s.message();
+
+  // The communicator is fine after it.
+  buf.Set(std::vector<float>(64, 1.0f));
+  auto again = (*pg)->Allreduce(nullptr, buf.ptr, 64, DataType::kFloat32, ReduceOp::Sum());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE((*again)->Synchronize(120s).ok());
+  for (float x : buf.Get()) ASSERT_EQ(x, static_cast<float>(P));
+
+  // Different sizes: the collective may hang; the watchdog's timeout still reports the mismatch
+  // (from the check's result when it completed, else from the ranks' calls compared in the store).
+  auto hang = (*pg)->Allreduce(nullptr, buf.ptr, r == 1 ? 32 : 64, DataType::kFloat32, ReduceOp::Sum());
+  ASSERT_TRUE(hang.ok()) << hang.status().ToString();
+  s = (*hang)->Synchronize(120s);
+  ASSERT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+  EXPECT_NE(s.message().find("rank 1: allreduce f32 sum count=32"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rank 0: allreduce f32 sum count=64"), std::string::npos) << s.message();
 }
 
 }  // namespace

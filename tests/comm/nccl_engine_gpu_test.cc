@@ -12,6 +12,7 @@
 #include "commkit/comm/nccl/watchdog.h"
 #include "nccl_comm.h"
 #include "nccl_engine.h"
+#include "nccl_fingerprint.h"
 #include "nccl_gpu_support.h"
 
 namespace commkit::comm::nccl {
@@ -250,6 +251,63 @@ TEST(NcclEngineGpuTest, WatchdogTimesOutAbortsAndFailsPendingWork) {
   EXPECT_EQ(refused.status().code(), StatusCode::kTimeout);
   EXPECT_NE(refused.status().message().find("failed earlier"), std::string::npos);
   cudaStreamDestroy(s);
+}
+
+// The fingerprint check fused into a collective's group, on mapped pinned host memory: at world size
+// 1 it always agrees, its result is readable without a copy, and slots are reused (more works than
+// one chunk holds).
+TEST(NcclEngineGpuTest, FingerprintCheckInTheCollectivesGroupAgrees) {
+  COMMKIT_REQUIRE_GPU_OR_SKIP(devices);
+  auto engine = MakeEngine(0, "engine-fingerprint");
+  ASSERT_NE(engine, nullptr);
+  auto slots = std::make_shared<FingerprintSlots>(0);
+  DeviceBuffer buf(32);
+  buf.Fill(std::vector<float>(32, 2.0f));
+  const std::size_t rounds = FingerprintSlots::kSlotsPerChunk + 44;
+  for (std::size_t i = 0; i < rounds; ++i) {
+    auto check = slots->Acquire(0x1234'5678'9abc'def0ull + i);
+    ASSERT_TRUE(check.ok()) << check.status().ToString();
+    auto work = engine->Enqueue("allreduce", nullptr, {(*check)->Call(), AllReduce(buf.ptr, 32, ncclSum)}, {}, 0ms, *check);
+    ASSERT_TRUE(work.ok()) << work.status().ToString();
+    Status st = (*work)->Synchronize(60s);
+    ASSERT_TRUE(st.ok()) << "round " << i << ": " << st.ToString();
+    EXPECT_EQ((*check)->Verdict(), FingerprintVerdict::kAgree);
+  }
+  EXPECT_EQ(buf.Read(), std::vector<float>(32, 2.0f));
+  EXPECT_EQ(slots->capacity(), FingerprintSlots::kSlotsPerChunk) << "finished works give their slots back";
+}
+
+// Two ranks on two GPUs whose fingerprints differ while the collective itself completes (same size):
+// both works end with kMismatch once their event fired.
+TEST(NcclEngineGpuTest, DifferentFingerprintsFailBothRanksAtCompletion) {
+  COMMKIT_REQUIRE_GPU_OR_SKIP(devices);
+  if (devices < 2) GTEST_SKIP() << "needs 2 GPUs (one rank per GPU); found " << devices;
+  auto id = NcclComm::NewUniqueId();
+  ASSERT_TRUE(id.ok());
+  std::vector<Status> errors(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      NcclCommConfig cfg;
+      cfg.name = "two-gpu-fingerprint";
+      auto comm = NcclComm::InitRank(*id, 2, r, r, cfg, Clock::now() + 120s, 10s);
+      if (!comm.ok()) { errors[r] = comm.status(); return; }
+      auto engine = std::make_shared<NcclEngine>(std::move(*comm), NcclEngineOptions{});
+      auto slots = std::make_shared<FingerprintSlots>(r);
+      DeviceBuffer buf(128);
+      buf.Fill(std::vector<float>(128, 1.0f));
+      auto check = slots->Acquire(1000 + 2 * static_cast<std::uint64_t>(r));
+      if (!check.ok()) { errors[r] = check.status(); return; }
+      auto w = engine->Enqueue("allreduce", nullptr, {(*check)->Call(), AllReduce(buf.ptr, 128, ncclSum)}, {}, 0ms, *check);
+      if (!w.ok()) { errors[r] = w.status(); return; }
+      errors[r] = (*w)->Synchronize(60s);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(errors[r].code(), StatusCode::kMismatch) << "rank " << r << ": " << errors[r].ToString();
+    EXPECT_NE(errors[r].message().find("fingerprint check"), std::string::npos) << errors[r].message();
+  }
 }
 
 }  // namespace

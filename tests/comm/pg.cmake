@@ -51,6 +51,14 @@ if(COMMKIT_HAVE_GLOO)
     TIMEOUT 120)
 endif()
 
+# Fingerprints checked by the backend on its own communicator, verdict at completion (NCCL's path),
+# on CPU with a device-like backend over the host backend; store operations counted.
+commkit_add_test(comm_pg_deferred_fingerprint_test
+  SOURCES pg_deferred_fingerprint_test.cc
+  LIBS commkit::comm
+  LABELS unit
+  TIMEOUT 120)
+
 # commkit's shared-memory host backend: the conformance suite (threads and forked processes) and its
 # own failure semantics; again with 64 KiB slots so every size crosses several rounds.
 commkit_add_test(comm_pg_host_test

@@ -1,5 +1,7 @@
 #include "executor.h"
 
+#include <algorithm>
+
 #include "commkit/common/strings.h"
 
 namespace commkit {
@@ -9,22 +11,49 @@ using std::chrono::milliseconds;
 
 bool HostWork::Test() {
   if (help_) help_(milliseconds(0));  // never runs the operation here, only gets it going
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->done;
+  Work* then;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->done) return false;
+    then = state_->then.get();
+  }
+  return then == nullptr || then->Test();
 }
 
-Status HostWork::Wait(milliseconds timeout) {
+Status HostWork::WaitHostPart(milliseconds timeout, Work** then) {
   if (help_) help_(timeout);
   std::unique_lock<std::mutex> lock(state_->mu);
   if (!state_->cv.wait_for(lock, timeout, [&] { return state_->done; }))
     return Status::Timeout(StrCat("operation #", seq_, " still running after waiting ",
                                   HumanSeconds(timeout.count() / 1000.0)));
+  *then = state_->then.get();
   return state_->status;
 }
 
+Status HostWork::Wait(milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  Work* then = nullptr;
+  Status s = WaitHostPart(timeout, &then);
+  if (!s.ok() || then == nullptr) return s;
+  return then->Wait(std::max(std::chrono::duration_cast<milliseconds>(until - Clock::now()), milliseconds(0)));
+}
+
+Status HostWork::Synchronize(milliseconds timeout) {
+  const auto until = Clock::now() + timeout;
+  Work* then = nullptr;
+  Status s = WaitHostPart(timeout, &then);
+  if (!s.ok() || then == nullptr) return s;
+  return then->Synchronize(std::max(std::chrono::duration_cast<milliseconds>(until - Clock::now()), milliseconds(0)));
+}
+
 Status HostWork::status() const {
-  std::lock_guard<std::mutex> lock(state_->mu);
-  return state_->status;
+  Work* then;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (!state_->done || !state_->status.ok() || state_->then == nullptr) return state_->status;
+    then = state_->then.get();
+  }
+  return then->status();
 }
 
 std::chrono::nanoseconds HostWork::Duration() const {

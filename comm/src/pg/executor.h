@@ -23,6 +23,9 @@ struct WorkState {
   bool done = false;
   Status status;
   std::chrono::steady_clock::time_point start{}, end{};
+  // The part of the operation that completes after the worker is done (set with `done`, never
+  // changed afterwards): the Work the backend returned for a collective it checks on completion.
+  std::unique_ptr<Work> then;
 };
 
 // The Work of an operation queued for a worker or an executor.
@@ -34,6 +37,7 @@ class HostWork final : public Work {
       : state_(std::move(state)), seq_(seq), help_(std::move(help)) {}
   bool Test() override;
   Status Wait(std::chrono::milliseconds timeout) override;
+  Status Synchronize(std::chrono::milliseconds timeout) override;
   Status status() const override;
   std::chrono::nanoseconds Duration() const override;
   std::uint64_t Sequence() const override { return seq_; }
@@ -42,6 +46,9 @@ class HostWork final : public Work {
   std::shared_ptr<WorkState> state_;
   std::uint64_t seq_;
   std::function<void(std::chrono::milliseconds)> help_;
+
+  // Waits for the worker's part; its status, and the part that completes later (null when none).
+  Status WaitHostPart(std::chrono::milliseconds timeout, Work** then);
 };
 
 // Runs tasks one at a time in the order they were posted (the sends, or the receives, of a group).

@@ -35,7 +35,9 @@ class ProcessGroup::Impl {
         options_(std::move(options)),
         backend_(std::move(backend)),
         health_(store_, rank_, size_, Who()),
-        mismatch_(store_, *backend_, health_, rank_, size_, Who()) {
+        mismatch_(store_, *backend_, health_, rank_, size_, Who()),
+        check_on_completion_(options_.check_mismatch && size_ > 1 && !backend_->ChecksMismatch() &&
+                             backend_->ChecksMismatchOnCompletion()) {
     inline_bytes_ = static_cast<std::size_t>(EnvIntOr("COMMKIT_INLINE_BYTES", 256 << 10, 0, std::int64_t{1} << 40).value_or(256 << 10));
     flight_ = FlightRecorder::FromEnvironment({rank_, size_, options_.name, std::string(backend_->Name())});
     worker_ = std::thread([this] { WorkerLoop(); });
@@ -87,6 +89,7 @@ class ProcessGroup::Impl {
       seq = p2p ? ++next_p2p_seq_ : ++next_seq_;
       args.sequence = seq;
       args.fingerprint = FingerprintHash(args);
+      args.check_fingerprint = check_on_completion_ && !p2p;
       flight_->Scheduled(args);
       // Small collectives with nothing ahead of them run on the caller's thread: the hand-off to the
       // worker (two context switches) would cost more than the operation. Larger ones stay
@@ -135,7 +138,8 @@ class ProcessGroup::Impl {
     if (run_here) {
       // Done when it returns: a completed Work, without the shared state a worker would signal.
       const auto start = Clock::now();
-      Status s = Enter(args);
+      std::unique_ptr<Work> then;
+      Status s = Enter(args, &then);
       const auto duration = Clock::now() - start;
       bool queued;
       {
@@ -144,6 +148,7 @@ class ProcessGroup::Impl {
         queued = !queue_.empty();
       }
       if (queued) cv_.notify_all();
+      if (then) return then;
       return CompletedWork(std::move(s), seq, duration);
     }
     cv_.notify_all();
@@ -163,10 +168,12 @@ class ProcessGroup::Impl {
       std::lock_guard<std::mutex> lock(state.mu);
       state.start = Clock::now();
     }
-    Status s = Enter(args);
+    std::unique_ptr<Work> then;
+    Status s = Enter(args, &then);
     {
       std::lock_guard<std::mutex> lock(state.mu);
       state.status = s;
+      state.then = std::move(then);
       state.end = Clock::now();
       state.done = true;
     }
@@ -174,28 +181,32 @@ class ProcessGroup::Impl {
   }
 
   // Runs one operation on this thread (a worker's or an inline caller's); collectives first record
-  // that this rank entered them, for the progress heartbeat.
-  Status Enter(const CollectiveArgs& args) {
+  // that this rank entered them, for the progress heartbeat. `then` receives the Work of the part
+  // that completes later, when there is one (a collective whose fingerprint the backend checks).
+  Status Enter(const CollectiveArgs& args, std::unique_ptr<Work>* then) {
     if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) health_.Entered(args.sequence);
     const std::int64_t flight_start = flight_->Started(args);
-    Status s = RunChecked(args);
+    Status s = RunChecked(args, then);
     flight_->Finished(args, flight_start, s);
     return s;
   }
 
-  Status RunChecked(const CollectiveArgs& args) {
+  Status RunChecked(const CollectiveArgs& args, std::unique_ptr<Work>* then) {
     // After a failure that broke the group, everything queued behind it fails at once with that first
     // error: no backend call, no diagnosis (a survivor exits right after reporting the failure).
     if (failed_flag_.load(std::memory_order_acquire)) return Unusable(args);
     // Point-to-point operations involve two ranks only: nothing group-wide to compare.
     bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
-    const bool backend_checks = backend_->ChecksMismatch();
+    const bool backend_checks = backend_->ChecksMismatch() || args.check_fingerprint;
     if (options_.check_mismatch && size_ > 1 && !p2p && !backend_checks) {
       Status check = mismatch_.Check(args);
       if (!check.ok()) return Failed(args, std::move(check));
     }
     auto work = backend_->Run(args);
     Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
+    // Checked on the communicator: the verdict comes with the collective's completion (no host
+    // synchronisation here), so the caller gets the backend's Work behind one that reports the diff.
+    if (s.ok() && args.check_fingerprint) *then = mismatch_.Deferred(args, std::move(*work));
     if (s.ok()) return s;
     if (backend_checks && !p2p && s.code() == StatusCode::kMismatch) return mismatch_.Report(args);
     return Failed(args, health_.Diagnose(args, s));
@@ -257,6 +268,7 @@ class ProcessGroup::Impl {
   std::uint64_t next_p2p_seq_ = 0;
   Health health_;          // progress heartbeat and failure diagnosis
   MismatchCheck mismatch_;  // used by the thread running collectives only
+  const bool check_on_completion_;  // the backend checks fingerprints with each collective
   std::atomic<bool> failed_flag_{false};  // failed_ is set
   std::mutex failed_mu_;
   Status failed_;  // the first failure that left the group unusable

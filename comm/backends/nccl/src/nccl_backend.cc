@@ -20,6 +20,7 @@
 #include "nccl_collectives.h"
 #include "nccl_comm.h"
 #include "nccl_engine.h"
+#include "nccl_fingerprint.h"
 
 namespace commkit::comm::nccl {
 namespace {
@@ -157,6 +158,9 @@ class NcclBackend : public Backend {
     return NcclSupports(kind, dtype, memory, op);
   }
 
+  // A 16-byte MAX all-reduce of the fingerprint in the collective's own group (nccl_fingerprint.h).
+  bool ChecksMismatchOnCompletion() const override { return true; }
+
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
     std::string what = StrCat(ToString(a.kind), " #", a.sequence, " on group '", context_.group_name,
                               "' (rank ", context_.rank, "/", context_.size, ")");
@@ -180,10 +184,23 @@ class NcclBackend : public Backend {
       return plan.status().WithContext(what);
     }
     std::vector<NcclCall> calls = std::move(*plan);
+    // The fingerprint check goes first into the collective's own group: one launch, no host
+    // synchronisation; its verdict is read when the work completes (NcclWorkState::Poll).
+    std::shared_ptr<FingerprintCheck> check;
+    if (a.check_fingerprint) {
+      if (fingerprints_ == nullptr) fingerprints_ = std::make_shared<FingerprintSlots>(engine_->comm().device());
+      auto acquired = fingerprints_->Acquire(a.fingerprint);
+      if (!acquired.ok()) {
+        for (auto& cleanup : cleanups) cleanup(engine_->comm().raw());
+        return acquired.status().WithContext(what);
+      }
+      check = std::move(*acquired);
+      calls.insert(calls.begin(), check->Call());
+    }
     cudaStream_t stream = AsStream(a.stream != nullptr ? a.stream : options_.default_stream);
     auto slot = std::make_shared<WorkSlot>();
     bool was_coalescing = engine_->coalescing();
-    auto issued = engine_->Enqueue(what, stream, std::move(calls), std::move(cleanups), a.timeout);
+    auto issued = engine_->Enqueue(what, stream, std::move(calls), std::move(cleanups), a.timeout, std::move(check));
     if (!issued.ok()) return issued.status();
     if (was_coalescing && *issued == nullptr) {
       coalesced_slots_.push_back(slot);
@@ -341,6 +358,7 @@ class NcclBackend : public Backend {
   std::shared_ptr<NcclEngine> engine_;
   std::unique_ptr<Watchdog> watchdog_;
   std::vector<std::shared_ptr<WorkSlot>> coalesced_slots_;
+  std::shared_ptr<FingerprintSlots> fingerprints_;  // created on the first checked collective
   void* scratch_ = nullptr;
 };
 

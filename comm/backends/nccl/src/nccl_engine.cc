@@ -8,6 +8,7 @@
 
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "nccl_fingerprint.h"
 
 namespace commkit::comm::nccl {
 namespace {
@@ -57,8 +58,31 @@ bool NcclWorkState::Poll() {
     error_ = Status::BackendError(StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": CUDA ",
                                          cudaGetErrorName(err), ": ", cudaGetErrorString(err),
                                          ". Hint: check dmesg for Xid errors and run gpudoctor"));
+    return true;
+  }
+  // The event fired after the whole group, the checks included: their results are final.
+  for (const auto& check : checks_) {
+    FingerprintVerdict v = check->Verdict();
+    if (v == FingerprintVerdict::kDiffer) {
+      error_ = Status::Mismatch(StrCat("work #", seq_, " ", op_, " on cuda:", device_,
+                                       ": the fingerprint check on the communicator found ranks that called "
+                                       "different collectives (different op, type, count or root)"));
+      break;
+    }
+    if (v == FingerprintVerdict::kPending) {
+      error_ = Status::Internal(StrCat("work #", seq_, " ", op_, " on cuda:", device_,
+                                       ": the fingerprint check left no result in mapped host memory although "
+                                       "the work completed; run with COMMKIT_CHECK_MISMATCH=0 and report this"));
+      break;
+    }
   }
   return true;
+}
+
+bool NcclWorkState::MismatchSeen() const {
+  for (const auto& check : checks_)
+    if (check->Verdict() == FingerprintVerdict::kDiffer) return true;
+  return false;
 }
 
 Status NcclWorkState::error() const {
@@ -130,6 +154,7 @@ Status NcclEngine::StartCoalescing() {
   coalesced_ops_.clear();
   coalesced_calls_.clear();
   coalesced_cleanups_.clear();
+  coalesced_checks_.clear();
   coalesced_stream_ = nullptr;
   return Status::Ok();
 }
@@ -137,6 +162,7 @@ Status NcclEngine::StartCoalescing() {
 Result<std::shared_ptr<NcclWorkState>> NcclEngine::EndCoalescing(std::chrono::milliseconds timeout) {
   std::vector<NcclCall> calls;
   std::vector<NcclCleanup> cleanups;
+  std::vector<std::shared_ptr<FingerprintCheck>> checks;
   std::string op;
   cudaStream_t stream;
   {
@@ -147,17 +173,19 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::EndCoalescing(std::chrono::mi
     coalescing_ = false;
     calls.swap(coalesced_calls_);
     cleanups.swap(coalesced_cleanups_);
+    checks.swap(coalesced_checks_);
     op = StrCat("coalesced[", Join(coalesced_ops_, ","), "]");
     stream = coalesced_stream_;
   }
   if (calls.empty()) return std::shared_ptr<NcclWorkState>();
-  return Issue(std::move(op), stream, calls, cleanups, timeout);
+  return Issue(std::move(op), stream, calls, cleanups, std::move(checks), timeout);
 }
 
 Result<std::shared_ptr<NcclWorkState>> NcclEngine::Enqueue(std::string op, cudaStream_t stream,
                                                            std::vector<NcclCall> calls,
                                                            std::vector<NcclCleanup> cleanups,
-                                                           std::chrono::milliseconds timeout) {
+                                                           std::chrono::milliseconds timeout,
+                                                           std::shared_ptr<FingerprintCheck> check) {
   // Ops refused here were never issued: release what they created (PreMulSum ops).
   auto drop = [&] {
     for (auto& cleanup : cleanups) cleanup(comm_->raw());
@@ -181,15 +209,19 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Enqueue(std::string op, cudaS
       coalesced_ops_.push_back(std::move(op));
       for (auto& c : calls) coalesced_calls_.push_back(std::move(c));
       for (auto& c : cleanups) coalesced_cleanups_.push_back(std::move(c));
+      if (check) coalesced_checks_.push_back(std::move(check));
       return std::shared_ptr<NcclWorkState>();
     }
   }
-  return Issue(std::move(op), stream, calls, cleanups, timeout);
+  std::vector<std::shared_ptr<FingerprintCheck>> checks;
+  if (check) checks.push_back(std::move(check));
+  return Issue(std::move(op), stream, calls, cleanups, std::move(checks), timeout);
 }
 
 Result<std::shared_ptr<NcclWorkState>> NcclEngine::Issue(std::string op, cudaStream_t stream,
                                                          std::vector<NcclCall>& calls,
                                                          std::vector<NcclCleanup>& cleanups,
+                                                         std::vector<std::shared_ptr<FingerprintCheck>> checks,
                                                          std::chrono::milliseconds timeout) {
   if (timeout <= std::chrono::milliseconds(0)) timeout = options_.timeout;
   std::lock_guard<std::mutex> issue_lock(issue_mutex_);
@@ -223,6 +255,7 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Issue(std::string op, cudaStr
     std::lock_guard<std::mutex> lock(mutex_);
     work = std::make_shared<NcclWorkState>(++seq_, std::move(op), comm_->device(), stream, deadline);
   }
+  work->SetChecks(std::move(checks));
   COMMKIT_RETURN_IF_ERROR(work->RecordCompletion());
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -256,16 +289,36 @@ Status NcclEngine::Check(Clock::time_point now) {
   Status timed_out;
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [&](const std::shared_ptr<NcclWorkState>& w) {
-                                  if (w->Poll()) return true;
+                                  if (w->Poll()) {
+                                    // Mismatches do not break the communicator, and the caller
+                                    // may never look at this work: say it here too.
+                                    Status e = w->error();
+                                    if (e.code() == StatusCode::kMismatch)
+                                      COMMKIT_LOG_ERROR(Describe(), ": ", e.message());
+                                    return true;
+                                  }
                                   if (timed_out.ok() && now >= w->deadline()) {
-                                    timed_out = Status::Timeout(StrCat(
-                                        Describe(), ": work #", w->seq(), " ", w->op(),
-                                        " ran past its timeout (", pending_.size(),
-                                        " work(s) pending); a peer is stuck, dead or called a "
-                                        "different collective. Check the other ranks' logs"));
+                                    const std::string what = StrCat(Describe(), ": work #", w->seq(), " ", w->op(),
+                                                                    " ran past its timeout (", pending_.size(),
+                                                                    " work(s) pending)");
                                     // The timed-out work fails now, before the (possibly slow)
-                                    // abort; the others fail in FailPending after the abort.
-                                    w->Fail(timed_out);
+                                    // abort; the others fail in FailPending after the abort. When
+                                    // its fingerprint check (which completed before the hang) says
+                                    // the ranks called different collectives, that is the cause:
+                                    // the work fails with kMismatch and the others are aborted.
+                                    if (w->MismatchSeen()) {
+                                      w->Fail(Status::Mismatch(StrCat(
+                                          what, ": ranks called different collectives (the fingerprint check "
+                                          "on the communicator disagreed); the collective hung and the "
+                                          "communicator is aborted")));
+                                      timed_out = Status::Aborted(StrCat(
+                                          what, ": it hung after ranks called different collectives"));
+                                    } else {
+                                      timed_out = Status::Timeout(StrCat(
+                                          what, "; a peer is stuck, dead or called a different collective. "
+                                          "Check the other ranks' logs"));
+                                      w->Fail(timed_out);
+                                    }
                                     return true;
                                   }
                                   return false;

@@ -22,6 +22,8 @@ typedef struct CUevent_st* cudaEvent_t;  // NOLINT: identical to driver_types.h
 
 namespace commkit::comm::nccl {
 
+class FingerprintCheck;  // nccl_fingerprint.h
+
 // One enqueued batch (one op, or one coalesced group). Completion = its CUDA event, or an error set
 // by the watchdog/abort. Shared by the engine (pending list) and the user's Work.
 class NcclWorkState {
@@ -39,6 +41,12 @@ class NcclWorkState {
 
   // Creates and records the completion event on stream_ (after the NCCL calls were enqueued).
   Status RecordCompletion();
+  // The fingerprint checks issued in this batch (before it is shared): when the event fires and a
+  // check found ranks that differ, the work completes with kMismatch.
+  void SetChecks(std::vector<std::shared_ptr<FingerprintCheck>> checks) { checks_ = std::move(checks); }
+  // Whether a check of this batch has already found a difference, done or not (a hung collective's
+  // check may have completed before it).
+  bool MismatchSeen() const;
   // Non-blocking: true when done (successfully or not); error() says which.
   bool Poll();
   Status error() const;
@@ -61,6 +69,7 @@ class NcclWorkState {
   const Clock::time_point enqueued_;
   mutable std::mutex mutex_;
   cudaEvent_t event_ = nullptr;
+  std::vector<std::shared_ptr<FingerprintCheck>> checks_;
   bool done_ = false;
   Status error_;
   Clock::time_point finished_{};
@@ -87,11 +96,13 @@ class NcclEngine : public Watched, public std::enable_shared_from_this<NcclEngin
   // Enqueues `calls` (one ncclGroupStart/End when more than one) on `stream`, records the completion
   // event and registers the work for the watchdog. While coalescing, the calls are queued instead
   // and a null state is returned with OK (the coalesced work comes from EndCoalescing()).
-  // `timeout` 0 = options().timeout.
+  // `timeout` 0 = options().timeout. `check`, when given, is the fingerprint check whose Call() is
+  // among `calls`; the work then completes with kMismatch when it found a difference.
   Result<std::shared_ptr<NcclWorkState>> Enqueue(std::string op, cudaStream_t stream,
                                                  std::vector<NcclCall> calls,
                                                  std::vector<NcclCleanup> cleanups,
-                                                 std::chrono::milliseconds timeout);
+                                                 std::chrono::milliseconds timeout,
+                                                 std::shared_ptr<FingerprintCheck> check = nullptr);
   bool coalescing() const;
   Status StartCoalescing();
   // Issues every queued call in one group on the stream of the first queued op. An empty batch
@@ -112,6 +123,7 @@ class NcclEngine : public Watched, public std::enable_shared_from_this<NcclEngin
   Result<std::shared_ptr<NcclWorkState>> Issue(std::string op, cudaStream_t stream,
                                                std::vector<NcclCall>& calls,
                                                std::vector<NcclCleanup>& cleanups,
+                                               std::vector<std::shared_ptr<FingerprintCheck>> checks,
                                                std::chrono::milliseconds timeout);
 
   std::unique_ptr<NcclComm> comm_;
@@ -125,6 +137,7 @@ class NcclEngine : public Watched, public std::enable_shared_from_this<NcclEngin
   cudaStream_t coalesced_stream_ = nullptr;
   std::vector<NcclCall> coalesced_calls_;
   std::vector<NcclCleanup> coalesced_cleanups_;
+  std::vector<std::shared_ptr<FingerprintCheck>> coalesced_checks_;
   std::mutex issue_mutex_;  // one batch enqueued at a time (NCCL group state is per thread)
 };
 

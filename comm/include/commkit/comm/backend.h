@@ -53,6 +53,9 @@ struct CollectiveArgs {
   // Set by ProcessGroup: a hash of (kind, dtype, count(s), op, root), equal on every rank that issues
   // the same collective. Backends that return true from ChecksMismatch() compare it across ranks.
   std::uint64_t fingerprint = 0;
+  // Set by ProcessGroup for backends that return true from ChecksMismatchOnCompletion(): compare
+  // `fingerprint` across ranks on the backend's own communicator, together with this collective.
+  bool check_fingerprint = false;
 };
 
 // What a backend is created with.
@@ -92,6 +95,16 @@ class Backend {
   // synchronization, and returns StatusCode::kMismatch before moving any data when they differ (on
   // every rank). ProcessGroup then skips its separate fingerprint exchange and reports the per-rank diff.
   virtual bool ChecksMismatch() const { return false; }
+
+  // True when Run() can compare CollectiveArgs::fingerprint across ranks on its own communicator,
+  // issued with the collective and without any store traffic or host synchronisation, for calls that
+  // set args.check_fingerprint (device backends whose Run() only enqueues: NCCL). The comparison
+  // completes no later than the collective: the returned Work (Test/Wait/Synchronize/status) ends
+  // with StatusCode::kMismatch on every rank when the fingerprints differ, and a collective that
+  // hangs because of the difference fails with kMismatch rather than kTimeout when the comparison
+  // finished. Unlike ChecksMismatch(), the data may already have moved (and be wrong) by then.
+  // ProcessGroup then skips its store exchange and reports the per-rank diff on the error path only.
+  virtual bool ChecksMismatchOnCompletion() const { return false; }
 
   // True when Run() may be called for send and for recv from two more threads while collectives run
   // on a third (each direction still one call at a time). ProcessGroup then gives sends and receives
