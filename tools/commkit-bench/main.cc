@@ -275,13 +275,13 @@ int Main(int argc, char** argv) {
     int run_index = 0;
     for (const std::string& backend : o.backends) {
       const std::string name = backend == "auto" ? AutoBackendName() : backend;
-      for (tune::Algorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1})) {
+      for (CollectiveAlgorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1})) {
         BenchOptions opts = o;
         opts.backends = {name};
         opts.raw.clear();
         opts.predict = "off";
         opts.calibrate = false;
-        tune::SetProcessSpec(StrCat(name, ".allreduce:*:", tune::ToString(algorithm)));
+        tune::SetProcessSpec(StrCat(name, ".allreduce:*:", ToString(algorithm)));
         std::vector<ResultRow> forced;
         const bool ok = run(opts, StrCat("calibrate/", run_index++, "/"), forced);
         tune::SetProcessSpec(std::nullopt);
