@@ -221,6 +221,24 @@ TEST(TuneTable, ItemsForOtherBackendsOrShapes) {
   EXPECT_NE(host.notes()[0].find("does not apply"), std::string::npos) << host.notes()[0];
 }
 
+// The grammar knows every algorithm name (collective_algorithm.h), including the algorithm layer's
+// that no backend tunes: a backend item naming one is refused with the backend's list, a generic
+// item is left to the backends that have it (none).
+TEST(TuneTable, NamesNoBackendTunesAreRefusedOrIgnored) {
+  auto parsed = tune::ParseSpec("broadcast:*:binomial_tree");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->at(0).algorithm, CollectiveAlgorithm::kBinomialTree);
+  auto bad = tune::Table::ForGroup("mpi", {2, 2, 1}, Isolated("mpi.allreduce:*:pairwise"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("no pairwise for allreduce (it has: recursive_doubling, ring, library)"),
+            std::string::npos)
+      << bad.status().message();
+  auto generic = MustTable("mpi", {2, 2, 1}, Isolated("allreduce:*:dissemination"));
+  EXPECT_EQ(generic.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(generic.Select(kAll, kHostMem, 8).source, Source::kDefault);
+}
+
 tune::Calibration SyntheticCalibration(std::string_view backend, int ranks) {
   // recursive doubling cheap per call, ring cheap per byte: the crossover is at 64 KiB.
   tune::Calibration c;
