@@ -16,6 +16,7 @@
 //   item    := target ':' range ':' algorithm { ':' param }
 //   target  := [ backend '.' ] collective [ '@' memory ]     backend: host | gloo | mpi
 //   range   := size '-' [ size ]  |  '*'                     half-open [lo, hi); "64K-" has no end
+//   algorithm := a name of commkit/common/collective_algorithm.h (ToString's spelling)
 //   size    := digits [ 'K' | 'M' | 'G' ] [ 'i' ] [ 'B' ]    binary multiples: 64K = 65536
 //   param   := 'segment=' size | 'between=' algorithm
 //            | ( 'ranks' | 'nodes' | 'ppn' ) '=' count [ '-' [ count ] ]   (the item applies only there)
