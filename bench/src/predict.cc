@@ -66,7 +66,7 @@ std::optional<AllreducePrediction> PredictAllreduce(const PredictionModel& model
   auto cost = topology::CostModel::Create(topology::HostShape(profile, nranks, tcp));
   if (!cost.ok()) return std::nullopt;
   const topology::Prediction p = cost->Best(static_cast<double>(bytes));
-  return AllreducePrediction{p.busbw_Bps / 1e9, std::string(topology::ToString(p.algorithm))};
+  return AllreducePrediction{p.busbw_Bps / 1e9, std::string(ToString(p.algorithm))};
 }
 
 void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows) {
@@ -86,7 +86,7 @@ void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows) 
       const auto [s, by] = table->Predict(CollectiveKind::kAllreduce, c.algorithm, row.bytes);
       if (by == "calibration" && s > 0) {
         row.pred_busbw_gbps = static_cast<double>(row.bytes) / s * busfactor / 1e9;
-        row.pred_algorithm = StrCat(tune::ToString(c.algorithm), " (calibration)");
+        row.pred_algorithm = StrCat(ToString(c.algorithm), " (calibration)");
         continue;
       }
     }
@@ -125,7 +125,7 @@ Result<std::string> PlanOutput(const BenchOptions& options, int nranks) {
   return out;
 }
 
-std::string AddCalibrationFits(const std::string& backend, tune::Algorithm algorithm, int nranks,
+std::string AddCalibrationFits(const std::string& backend, CollectiveAlgorithm algorithm, int nranks,
                                const std::vector<ResultRow>& rows, tune::Calibration& into) {
   std::map<std::size_t, std::vector<double>> by_size;
   for (const ResultRow& r : rows) {
@@ -152,7 +152,7 @@ std::string AddCalibrationFits(const std::string& backend, tune::Algorithm algor
       const double p = tune::PredictSeconds(f, n);
       worst = std::max(worst, std::max(p / t, t / p));
     }
-    out += StrCat("# ", backend, " ", tune::ToString(algorithm), " ", nranks, " ranks ",
+    out += StrCat("# ", backend, " ", ToString(algorithm), " ", nranks, " ranks ",
                   HumanBytes(static_cast<double>(f.min_bytes)), "..",
                   f.max_bytes == tune::kNoLimit ? std::string("") : HumanBytes(static_cast<double>(f.max_bytes)),
                   ": alpha ", HumanSeconds(f.alpha_s), ", beta ", f.beta_Bps / 1e9, " GB/s, ", f.samples,

@@ -94,15 +94,15 @@ void OnRanks(int size, F&& body) {
 
 Deadline In(std::chrono::milliseconds d) { return Clock::now() + d; }
 
-AlgorithmChoice Choice(Algorithm a, std::size_t segment = std::size_t{256} << 10) {
+AlgorithmChoice Choice(CollectiveAlgorithm a, std::size_t segment = std::size_t{256} << 10) {
   AlgorithmChoice c;
   c.algorithm = a;
   c.segment_bytes = segment;
   return c;
 }
 
-constexpr Algorithm kAllreduceAlgorithms[] = {Algorithm::kRing, Algorithm::kRecursiveDoubling,
-                                              Algorithm::kHalvingDoubling};
+constexpr CollectiveAlgorithm kAllreduceAlgorithms[] = {
+    CollectiveAlgorithm::kRing, CollectiveAlgorithm::kRecursiveDoubling, CollectiveAlgorithm::kHalvingDoubling};
 
 // Input of rank r, element i: small integers so f32 sums are exact and the expected value is known.
 float Input(int r, std::size_t i) { return static_cast<float>((r + 1) * 3 + static_cast<int>(i % 17)); }
@@ -110,11 +110,11 @@ float Input(int r, std::size_t i) { return static_cast<float>((r + 1) * 3 + stat
 TEST(Algorithms, AllreduceEveryAlgorithmRankCountAndPlacement) {
   const ReduceFunction sum = GetReduceFunction(DataType::kFloat32, ReduceKind::kSum);
   for (int size = 1; size <= 7; ++size) {
-    for (Algorithm algo : kAllreduceAlgorithms) {
+    for (CollectiveAlgorithm algo : kAllreduceAlgorithms) {
       for (std::size_t count : {std::size_t{1}, std::size_t{2}, std::size_t{5}, std::size_t{1000}, std::size_t{(1 << 18) + 3}}) {
         // 28 B: uneven ring pieces; 0: whole blocks (the segment only matters to the ring).
         for (std::size_t segment : {std::size_t{256} << 10, std::size_t{28}, std::size_t{0}}) {
-          if (algo != Algorithm::kRing && segment != (std::size_t{256} << 10)) continue;
+          if (algo != CollectiveAlgorithm::kRing && segment != (std::size_t{256} << 10)) continue;
           if (segment == 28 && count > 1000) continue;  // thousands of steps: slow, nothing new
           for (bool in_place : {true, false}) {
             Fabric fabric(size);
@@ -159,7 +159,7 @@ TEST(Algorithms, AllreduceEveryAlgorithmRankCountAndPlacement) {
 
 // Integer reductions of every kind the kernels have, in several widths: exact expected values.
 template <typename T>
-void CheckIntegerAllreduce(DataType dtype, ReduceKind kind, Algorithm algo, int size, std::size_t count) {
+void CheckIntegerAllreduce(DataType dtype, ReduceKind kind, CollectiveAlgorithm algo, int size, std::size_t count) {
   auto input = [](int r, std::size_t i) { return static_cast<T>((r * 7 + static_cast<int>(i) * 3) % 23 + 1); };
   auto combine = [&](T x, T y) -> T {
     switch (kind) {
@@ -203,7 +203,7 @@ void CheckIntegerAllreduce(DataType dtype, ReduceKind kind, Algorithm algo, int 
 }
 
 TEST(Algorithms, AllreduceDtypesAndReductions) {
-  for (Algorithm algo : kAllreduceAlgorithms) {
+  for (CollectiveAlgorithm algo : kAllreduceAlgorithms) {
     for (int size = 1; size <= 5; ++size) {
       for (std::size_t count : {std::size_t{3}, std::size_t{64}}) {  // fewer elements than ranks, and more
         for (ReduceKind kind : {ReduceKind::kSum, ReduceKind::kMin, ReduceKind::kMax}) {
@@ -223,7 +223,7 @@ TEST(Algorithms, AllreduceDtypesAndReductions) {
 TEST(Algorithms, AllreduceResultsAreBitwiseIdenticalOnEveryRank) {
   const ReduceFunction sum = GetReduceFunction(DataType::kFloat64, ReduceKind::kSum);
   for (int size : {3, 5, 6, 7}) {
-    for (Algorithm algo : kAllreduceAlgorithms) {
+    for (CollectiveAlgorithm algo : kAllreduceAlgorithms) {
       const std::size_t count = 4099;
       Fabric fabric(size);
       std::vector<std::vector<double>> out(static_cast<std::size_t>(size), std::vector<double>(count));
@@ -250,7 +250,7 @@ TEST(Algorithms, AllreduceResultsAreBitwiseIdenticalOnEveryRank) {
 TEST(Algorithms, AllreduceOnASubGroupInAnyOrder) {
   const int size = 6;
   const std::vector<int> members = {4, 1, 5, 2, 0};
-  for (Algorithm algo : kAllreduceAlgorithms) {
+  for (CollectiveAlgorithm algo : kAllreduceAlgorithms) {
     Fabric fabric(size);
     OnRanks(size, [&](int r) {
       Group g(members, r);
@@ -286,15 +286,15 @@ TEST(Algorithms, ReduceScatterAndAllgatherWithUnevenBlocks) {
         std::vector<std::int32_t> buf(total);
         for (std::size_t i = 0; i < total; ++i) buf[i] = static_cast<std::int32_t>(i * 10 + static_cast<std::size_t>(r));
         std::vector<char> scratch;
-        Status s = ReduceScatter(t, Group(r, size), buf.data(), off, sizeof(std::int32_t), sum, Choice(Algorithm::kRing, segment),
-                                 In(30s), scratch);
+        Status s = ReduceScatter(t, Group(r, size), buf.data(), off, sizeof(std::int32_t), sum,
+                                 Choice(CollectiveAlgorithm::kRing, segment), In(30s), scratch);
         ASSERT_TRUE(s.ok()) << s.ToString();
         const std::size_t lo = off[static_cast<std::size_t>(r)] / sizeof(std::int32_t);
         for (std::size_t i = lo; i < lo + counts[static_cast<std::size_t>(r)]; ++i)
           EXPECT_EQ(buf[i], static_cast<std::int32_t>(i * 10 * static_cast<std::size_t>(size)) + size * (size - 1) / 2)
               << "reduce-scatter size " << size << " rank " << r << " i " << i;
         // All-gather the reduced blocks back.
-        s = Allgather(t, Group(r, size), buf.data(), off, Choice(Algorithm::kRing, segment), In(30s));
+        s = Allgather(t, Group(r, size), buf.data(), off, Choice(CollectiveAlgorithm::kRing, segment), In(30s));
         ASSERT_TRUE(s.ok()) << s.ToString();
         for (std::size_t i = 0; i < total; ++i)
           EXPECT_EQ(buf[i], static_cast<std::int32_t>(i * 10 * static_cast<std::size_t>(size)) + size * (size - 1) / 2)
@@ -315,10 +315,10 @@ TEST(Algorithms, BroadcastFromEveryRootAndBarrier) {
         if (r == root)
           for (int i = 0; i < 33; ++i) buf[static_cast<std::size_t>(i)] = 1000 * root + i;
         Status s = Broadcast(t, Group(r, size), root, buf.data(), buf.size() * sizeof(int),
-                             Choice(Algorithm::kBinomialTree), In(30s));
+                             Choice(CollectiveAlgorithm::kBinomialTree), In(30s));
         EXPECT_TRUE(s.ok()) << s.ToString();
         for (int i = 0; i < 33; ++i) EXPECT_EQ(buf[static_cast<std::size_t>(i)], 1000 * root + i) << "rank " << r;
-        s = Barrier(t, Group(r, size), Choice(Algorithm::kDissemination), In(30s));
+        s = Barrier(t, Group(r, size), Choice(CollectiveAlgorithm::kDissemination), In(30s));
         EXPECT_TRUE(s.ok()) << s.ToString();
       });
       EXPECT_EQ(fabric.Pending(), 0u);
@@ -343,14 +343,15 @@ TEST(Algorithms, AlltoallvGatherAndScatter) {
       for (int q = 0; q < size; ++q)
         for (std::size_t k = 0; k < sc[static_cast<std::size_t>(q)]; ++k)
           send[soff[static_cast<std::size_t>(q)] / sizeof(int) + k] = r * 100 + q * 10 + static_cast<int>(k);
-      Status s = Alltoall(t, g, send.data(), soff, recv.data(), roff, Choice(Algorithm::kPairwise), In(30s));
+      Status s = Alltoall(t, g, send.data(), soff, recv.data(), roff, Choice(CollectiveAlgorithm::kPairwise), In(30s));
       ASSERT_TRUE(s.ok()) << s.ToString();
       for (int q = 0; q < size; ++q)
         for (std::size_t k = 0; k < rc[static_cast<std::size_t>(q)]; ++k)
           EXPECT_EQ(recv[roff[static_cast<std::size_t>(q)] / sizeof(int) + k], q * 100 + r * 10 + static_cast<int>(k));
       for (int root = 0; root < size; ++root) {
         std::vector<int> mine(4, r * 10 + root), all(static_cast<std::size_t>(4 * size), -1);
-        s = Gather(t, g, root, mine.data(), all.data(), mine.size() * sizeof(int), Choice(Algorithm::kDirect), In(30s));
+        s = Gather(t, g, root, mine.data(), all.data(), mine.size() * sizeof(int), Choice(CollectiveAlgorithm::kDirect),
+                   In(30s));
         ASSERT_TRUE(s.ok()) << s.ToString();
         if (r == root) {
           for (int q = 0; q < size; ++q) EXPECT_EQ(all[static_cast<std::size_t>(4 * q + 3)], q * 10 + root);
@@ -358,7 +359,8 @@ TEST(Algorithms, AlltoallvGatherAndScatter) {
         std::vector<int> piece(4, -1);
         if (r == root)
           for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int>(i) + root;
-        s = Scatter(t, g, root, all.data(), piece.data(), piece.size() * sizeof(int), Choice(Algorithm::kDirect), In(30s));
+        s = Scatter(t, g, root, all.data(), piece.data(), piece.size() * sizeof(int),
+                    Choice(CollectiveAlgorithm::kDirect), In(30s));
         ASSERT_TRUE(s.ok()) << s.ToString();
         EXPECT_EQ(piece[0], 4 * r + root);
       }
@@ -370,7 +372,7 @@ TEST(Algorithms, AlltoallvGatherAndScatter) {
 // A rank that never arrives: the others end with the transport's timeout at the deadline, not a hang.
 TEST(Algorithms, AMissingRankEndsAtTheDeadline) {
   const int size = 4, missing = 2;
-  for (Algorithm algo : kAllreduceAlgorithms) {
+  for (CollectiveAlgorithm algo : kAllreduceAlgorithms) {
     // The barrier gets a fabric of its own: a rank that timed out early must not feed its barrier
     // message to a peer still waiting inside the all-reduce.
     Fabric fabric(size), barrier_fabric(size);
@@ -389,7 +391,7 @@ TEST(Algorithms, AMissingRankEndsAtTheDeadline) {
       EXPECT_EQ(s.code(), StatusCode::kTimeout) << ToString(algo) << " rank " << r << ": " << s.ToString();
       EXPECT_LT(Clock::now() - start, 20s) << "the deadline bounds the whole collective";
       ThreadTransport bt(barrier_fabric, r);
-      s = Barrier(bt, Group(r, size), Choice(Algorithm::kDissemination), In(200ms));
+      s = Barrier(bt, Group(r, size), Choice(CollectiveAlgorithm::kDissemination), In(200ms));
       EXPECT_EQ(s.code(), StatusCode::kTimeout) << "rank " << r << ": " << s.ToString();
     });
   }
@@ -405,44 +407,47 @@ TEST(Algorithms, ChoicesAnEntryDoesNotRunAreRejected) {
   a.count = 1;
   a.elem_size = sizeof(float);
   a.reduce = GetReduceFunction(DataType::kFloat32, ReduceKind::kSum);
-  Status s = Allreduce(t, Group(0, 1), a, Choice(Algorithm::kBinomialTree), In(1s), scratch);
+  Status s = Allreduce(t, Group(0, 1), a, Choice(CollectiveAlgorithm::kBinomialTree), In(1s), scratch);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("binomial_tree"), std::string::npos) << s.message();
-  EXPECT_EQ(Barrier(t, Group(0, 1), Choice(Algorithm::kRing), In(1s)).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Allreduce(t, Group(std::vector<int>{3, 4}, 0), a, Choice(Algorithm::kRing), In(1s), scratch).code(),
-            StatusCode::kInvalidArgument)
+  EXPECT_EQ(Barrier(t, Group(0, 1), Choice(CollectiveAlgorithm::kRing), In(1s)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Allreduce(t, Group(std::vector<int>{3, 4}, 0), a, Choice(CollectiveAlgorithm::kRing), In(1s), scratch).code(),
+      StatusCode::kInvalidArgument)
       << "a rank outside the group";
   EXPECT_EQ(t.exchanges, 0);
-  for (Algorithm algo : {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-                         Algorithm::kBinomialTree, Algorithm::kDissemination, Algorithm::kPairwise, Algorithm::kDirect}) {
-    auto parsed = ParseAlgorithm(ToString(algo));
+  for (CollectiveAlgorithm algo :
+       {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kRecursiveDoubling, CollectiveAlgorithm::kHalvingDoubling,
+        CollectiveAlgorithm::kBinomialTree, CollectiveAlgorithm::kDissemination, CollectiveAlgorithm::kPairwise,
+        CollectiveAlgorithm::kDirect}) {
+    auto parsed = ParseCollectiveAlgorithm(ToString(algo));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, algo);
   }
-  EXPECT_FALSE(ParseAlgorithm("tree").ok());
+  EXPECT_FALSE(ParseCollectiveAlgorithm("tree").ok());
 }
 
 // The selection table's choice as this layer's: the algorithm and segment carried over, a ring with
 // fewer elements than ranks run as recursive doubling, algorithms the layer does not have refused.
 TEST(Algorithms, AllreduceChoiceFromTheTable) {
   tune::Choice ring;
-  ring.algorithm = tune::Algorithm::kRing;
+  ring.algorithm = CollectiveAlgorithm::kRing;
   ring.params.segment_bytes = 32 << 10;
   auto c = AllreduceChoice(ring, 1 << 18, 4);
   ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->algorithm, Algorithm::kRing);
+  EXPECT_EQ(c->algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(c->segment_bytes, std::size_t{32} << 10);
   c = AllreduceChoice(ring, 3, 4);
   ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(c->algorithm, CollectiveAlgorithm::kRecursiveDoubling);
   tune::Choice hd;
-  hd.algorithm = tune::Algorithm::kHalvingDoubling;
+  hd.algorithm = CollectiveAlgorithm::kHalvingDoubling;
   c = AllreduceChoice(hd, 100, 4);
   ASSERT_TRUE(c.has_value());
-  EXPECT_EQ(c->algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(c->algorithm, CollectiveAlgorithm::kHalvingDoubling);
   EXPECT_EQ(c->segment_bytes, AlgorithmChoice{}.segment_bytes);
   tune::Choice library;
-  library.algorithm = tune::Algorithm::kLibrary;
+  library.algorithm = CollectiveAlgorithm::kLibrary;
   EXPECT_FALSE(AllreduceChoice(library, 100, 4).has_value());
 }
 

@@ -12,7 +12,6 @@
 namespace commkit::testing {
 namespace {
 
-using tune::Algorithm;
 using tune::Source;
 
 #define TUNE_WAIT_OK(expr)                                                \
@@ -53,7 +52,7 @@ TEST(TuneSpec, ParsesEveryField) {
   EXPECT_EQ(a.collective, kAll);
   EXPECT_EQ(a.min_bytes, 0u);
   EXPECT_EQ(a.max_bytes, 65536u);
-  EXPECT_EQ(a.algorithm, Algorithm::kRing);
+  EXPECT_EQ(a.algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(a.source, Source::kEnv);
   const tune::Rule& b = (*rules)[1];
   EXPECT_EQ(b.backend, "gloo");
@@ -61,7 +60,7 @@ TEST(TuneSpec, ParsesEveryField) {
   EXPECT_EQ(*b.memory, kHostMem);
   EXPECT_EQ(b.min_bytes, 65536u);
   EXPECT_EQ(b.max_bytes, tune::kNoLimit);
-  EXPECT_EQ(b.algorithm, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(b.algorithm, CollectiveAlgorithm::kHalvingDoubling);
   EXPECT_EQ(b.params.segment_bytes, 256u << 10);
   EXPECT_EQ(b.ranks.min, 2);
   EXPECT_EQ(b.ranks.max, 4);
@@ -168,24 +167,24 @@ TEST(TuneSpec, HostileInputIsRefusedWithoutCrashing) {
 
 TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   auto host = MustTable("host", {2, 2, 1}, Isolated());
-  EXPECT_EQ(host.Select(kAll, kHostMem, 64 << 10).algorithm, Algorithm::kFlat);
-  EXPECT_EQ(host.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, Algorithm::kSliced);
-  EXPECT_EQ(host.Select(CollectiveKind::kReduce, kHostMem, 1 << 20).algorithm, Algorithm::kSliced);
+  EXPECT_EQ(host.Select(kAll, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(host.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
+  EXPECT_EQ(host.Select(CollectiveKind::kReduce, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(kAll, kHostMem, 8).source, Source::kDefault);
   auto gloo2 = MustTable("gloo", {2, 2, 1}, Isolated());
-  EXPECT_EQ(gloo2.Select(kAll, kHostMem, 1 << 20).algorithm, Algorithm::kHalvingDoubling);
-  EXPECT_EQ(gloo2.Select(kAll, kHostMem, (1 << 20) + 1).algorithm, Algorithm::kRing);
+  EXPECT_EQ(gloo2.Select(kAll, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(gloo2.Select(kAll, kHostMem, (1 << 20) + 1).algorithm, CollectiveAlgorithm::kRing);
   auto gloo4 = MustTable("gloo", {4, 4, 1}, Isolated());
-  EXPECT_EQ(gloo4.Select(kAll, kHostMem, 256 << 10).algorithm, Algorithm::kHalvingDoubling);
-  EXPECT_EQ(gloo4.Select(kAll, kHostMem, 512 << 10).algorithm, Algorithm::kRing);
+  EXPECT_EQ(gloo4.Select(kAll, kHostMem, 256 << 10).algorithm, CollectiveAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(gloo4.Select(kAll, kHostMem, 512 << 10).algorithm, CollectiveAlgorithm::kRing);
   auto gloo3 = MustTable("gloo", {3, 3, 1}, Isolated());
-  EXPECT_EQ(gloo3.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
-  EXPECT_FALSE(gloo3.Uses(kAll, Algorithm::kHalvingDoubling));
-  EXPECT_TRUE(gloo2.Uses(kAll, Algorithm::kHalvingDoubling));
+  EXPECT_EQ(gloo3.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_FALSE(gloo3.Uses(kAll, CollectiveAlgorithm::kHalvingDoubling));
+  EXPECT_TRUE(gloo2.Uses(kAll, CollectiveAlgorithm::kHalvingDoubling));
   auto mpi = MustTable("mpi", {2, 2, 1}, Isolated());
-  EXPECT_EQ(mpi.Select(kAll, kHostMem, 64 << 10).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(mpi.Select(kAll, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
   const tune::Choice ring = mpi.Select(kAll, kHostMem, 1 << 20);
-  EXPECT_EQ(ring.algorithm, Algorithm::kRing);
+  EXPECT_EQ(ring.algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(ring.params.segment_bytes, 256u << 10);
   // Not tunable: the backend's only way, said so.
   EXPECT_NE(mpi.Select(CollectiveKind::kBroadcast, kHostMem, 8).why.find("not tunable"), std::string::npos);
@@ -193,22 +192,22 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
 
 TEST(TuneTable, OverlappingItemsLaterWins) {
   auto t = MustTable("mpi", {2, 2, 1}, Isolated("allreduce:0-1M:ring, allreduce:64K-128K:recursive_doubling"));
-  EXPECT_EQ(t.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
-  EXPECT_EQ(t.Select(kAll, kHostMem, 100 << 10).algorithm, Algorithm::kRecursiveDoubling);
-  EXPECT_EQ(t.Select(kAll, kHostMem, 128 << 10).algorithm, Algorithm::kRing);  // the end is exclusive
+  EXPECT_EQ(t.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_EQ(t.Select(kAll, kHostMem, 100 << 10).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(t.Select(kAll, kHostMem, 128 << 10).algorithm, CollectiveAlgorithm::kRing);  // the end is exclusive
   EXPECT_EQ(t.Select(kAll, kHostMem, 100 << 10).source, Source::kEnv);
   EXPECT_EQ(t.Select(kAll, kHostMem, 2 << 20).source, Source::kDefault);
   // Shape and memory filters.
   auto shaped = MustTable("mpi", {2, 2, 1}, Isolated("allreduce:*:library:ranks=4-,allreduce@device:*:library"));
   EXPECT_EQ(shaped.Select(kAll, kHostMem, 8).source, Source::kDefault);
-  EXPECT_EQ(shaped.Select(kAll, MemoryKind::kDevice, 8).algorithm, Algorithm::kLibrary);
+  EXPECT_EQ(shaped.Select(kAll, MemoryKind::kDevice, 8).algorithm, CollectiveAlgorithm::kLibrary);
 }
 
 TEST(TuneTable, ItemsForOtherBackendsOrShapes) {
   // A generic item applies where the backend has the algorithm; a backend item that names an
   // algorithm the backend lacks is an error naming the item and the backend's algorithms.
   auto gloo = MustTable("gloo", {2, 2, 1}, Isolated("allreduce:*:recursive_doubling,allreduce:0-8:bcube"));
-  EXPECT_EQ(gloo.Select(kAll, kHostMem, 4).algorithm, Algorithm::kBcube);
+  EXPECT_EQ(gloo.Select(kAll, kHostMem, 4).algorithm, CollectiveAlgorithm::kBcube);
   EXPECT_EQ(gloo.Select(kAll, kHostMem, 64).source, Source::kDefault);
   auto bad = tune::Table::ForGroup("gloo", {2, 2, 1}, Isolated("gloo.allreduce:*:sliced"));
   ASSERT_FALSE(bad.ok());
@@ -217,16 +216,34 @@ TEST(TuneTable, ItemsForOtherBackendsOrShapes) {
       << bad.status().message();
   // host ring is an across-hosts algorithm: within one host it is noted and ignored.
   auto host = MustTable("host", {2, 2, 1}, Isolated("host.allreduce:*:ring"));
-  EXPECT_EQ(host.Select(kAll, kHostMem, 8).algorithm, Algorithm::kFlat);
+  EXPECT_EQ(host.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kFlat);
   ASSERT_FALSE(host.notes().empty());
   EXPECT_NE(host.notes()[0].find("does not apply"), std::string::npos) << host.notes()[0];
+}
+
+// The grammar knows every algorithm name (collective_algorithm.h), including the algorithm layer's
+// that no backend tunes: a backend item naming one is refused with the backend's list, a generic
+// item is left to the backends that have it (none).
+TEST(TuneTable, NamesNoBackendTunesAreRefusedOrIgnored) {
+  auto parsed = tune::ParseSpec("broadcast:*:binomial_tree");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->at(0).algorithm, CollectiveAlgorithm::kBinomialTree);
+  auto bad = tune::Table::ForGroup("mpi", {2, 2, 1}, Isolated("mpi.allreduce:*:pairwise"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("no pairwise for allreduce (it has: recursive_doubling, ring, library)"),
+            std::string::npos)
+      << bad.status().message();
+  auto generic = MustTable("mpi", {2, 2, 1}, Isolated("allreduce:*:dissemination"));
+  EXPECT_EQ(generic.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(generic.Select(kAll, kHostMem, 8).source, Source::kDefault);
 }
 
 tune::Calibration SyntheticCalibration(std::string_view backend, int ranks) {
   // recursive doubling cheap per call, ring cheap per byte: the crossover is at 64 KiB.
   tune::Calibration c;
   c.created = "test";
-  auto fit = [&](Algorithm a, double alpha, double beta) {
+  auto fit = [&](CollectiveAlgorithm a, double alpha, double beta) {
     tune::Fit f;
     f.backend = std::string(backend);
     f.algorithm = a;
@@ -236,8 +253,8 @@ tune::Calibration SyntheticCalibration(std::string_view backend, int ranks) {
     f.samples = 5;
     c.fits.push_back(f);
   };
-  fit(Algorithm::kRecursiveDoubling, 10e-6, 1e9);
-  fit(Algorithm::kRing, 10e-6 + 65536 / 1e9, 1e12);
+  fit(CollectiveAlgorithm::kRecursiveDoubling, 10e-6, 1e9);
+  fit(CollectiveAlgorithm::kRing, 10e-6 + 65536 / 1e9, 1e12);
   return c;
 }
 
@@ -245,11 +262,11 @@ TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
   tune::TableOptions o = Isolated();
   o.calibration = SyntheticCalibration("mpi", 2);
   auto cal = MustTable("mpi", {2, 2, 1}, o);
-  EXPECT_EQ(cal.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(cal.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(cal.Select(kAll, kHostMem, 8).source, Source::kCalibration);
-  EXPECT_EQ(cal.Select(kAll, kHostMem, 8 << 20).algorithm, Algorithm::kRing);
+  EXPECT_EQ(cal.Select(kAll, kHostMem, 8 << 20).algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(cal.Select(kAll, kHostMem, 8 << 20).source, Source::kCalibration);
-  const auto [s, by] = cal.Predict(kAll, Algorithm::kRecursiveDoubling, 1 << 20);
+  const auto [s, by] = cal.Predict(kAll, CollectiveAlgorithm::kRecursiveDoubling, 1 << 20);
   EXPECT_NEAR(s, 10e-6 + (1 << 20) / 1e9, 1e-9);
   EXPECT_EQ(by, "calibration");
   // Another rank count: the calibration does not apply.
@@ -257,7 +274,7 @@ TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
   EXPECT_EQ(other.Select(kAll, kHostMem, 8).source, Source::kDefault);
   o.spec = "allreduce:0-1K:ring";
   auto env = MustTable("mpi", {2, 2, 1}, o);
-  EXPECT_EQ(env.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+  EXPECT_EQ(env.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(env.Select(kAll, kHostMem, 8).source, Source::kEnv);
   EXPECT_EQ(env.Select(kAll, kHostMem, 2048).source, Source::kCalibration);
 }
@@ -271,17 +288,17 @@ TEST(TuneTable, PrecedenceEnvOverTopologyOverDefaults) {
   auto topo = MustTable("host", {4, 2, 2}, o);
   const tune::Choice big = topo.Select(kAll, kHostMem, 64 << 20);
   EXPECT_EQ(big.source, Source::kTopology);
-  EXPECT_EQ(big.algorithm, Algorithm::kHierarchical);  // 2 ranks per host over a slow network
+  EXPECT_EQ(big.algorithm, CollectiveAlgorithm::kHierarchical);  // 2 ranks per host over a slow network
   EXPECT_TRUE(big.params.between.has_value());
   EXPECT_NE(big.why.find("test NIC 10 Gb/s"), std::string::npos) << big.why;
   // Within the hosts the reduce step keeps the defaults.
   EXPECT_EQ(topo.Select(CollectiveKind::kReduce, kHostMem, 8).source, Source::kDefault);
   o.spec = "host.allreduce:*:hierarchical:between=halving_doubling,host.allreduce:0-4K:ring";
   auto env = MustTable("host", {4, 2, 2}, o);
-  EXPECT_EQ(env.Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+  EXPECT_EQ(env.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRing);
   const tune::Choice forced = env.Select(kAll, kHostMem, 64 << 20);
   EXPECT_EQ(forced.source, Source::kEnv);
-  EXPECT_EQ(forced.params.between, Algorithm::kHalvingDoubling);
+  EXPECT_EQ(forced.params.between, CollectiveAlgorithm::kHalvingDoubling);
   // Forced hierarchical without between=: the leaders' algorithm still comes from the model.
   o.spec = "host.allreduce:*:hierarchical";
   auto bare = MustTable("host", {4, 2, 2}, o);
@@ -296,14 +313,14 @@ TEST(TuneTable, DeprecatedVariablesBecomeRules) {
     o.read_cache = false;
     auto t = MustTable("gloo", {2, 2, 1}, o);
     const tune::Choice c = t.Select(kAll, kHostMem, 8);
-    EXPECT_EQ(c.algorithm, Algorithm::kBcube);
+    EXPECT_EQ(c.algorithm, CollectiveAlgorithm::kBcube);
     EXPECT_EQ(c.source, Source::kEnv);
     EXPECT_NE(c.why.find("COMMKIT_GLOO_ALGORITHM=bcube (deprecated; read as COMMKIT_TUNE=gloo.allreduce:*:bcube)"),
               std::string::npos)
         << c.why;
     // COMMKIT_TUNE wins over the old variable.
     o.spec = "gloo.allreduce:*:ring";
-    EXPECT_EQ(MustTable("gloo", {2, 2, 1}, o).Select(kAll, kHostMem, 8).algorithm, Algorithm::kRing);
+    EXPECT_EQ(MustTable("gloo", {2, 2, 1}, o).Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRing);
     // The host backend does not read gloo's variable.
     o.spec = "";
     EXPECT_EQ(MustTable("host", {2, 2, 1}, o).Select(kAll, kHostMem, 8).source, Source::kDefault);
@@ -316,11 +333,11 @@ TEST(TuneTable, DeprecatedVariablesBecomeRules) {
     o.read_cache = false;
     o.network_Bps = 12.5e9;
     auto one = MustTable("host", {2, 2, 1}, o);
-    EXPECT_EQ(one.Select(kAll, kHostMem, 4096).algorithm, Algorithm::kFlat);
-    EXPECT_EQ(one.Select(kAll, kHostMem, 4097).algorithm, Algorithm::kSliced);
-    EXPECT_EQ(one.Select(CollectiveKind::kReduce, kHostMem, 4097).algorithm, Algorithm::kSliced);
+    EXPECT_EQ(one.Select(kAll, kHostMem, 4096).algorithm, CollectiveAlgorithm::kFlat);
+    EXPECT_EQ(one.Select(kAll, kHostMem, 4097).algorithm, CollectiveAlgorithm::kSliced);
+    EXPECT_EQ(one.Select(CollectiveKind::kReduce, kHostMem, 4097).algorithm, CollectiveAlgorithm::kSliced);
     auto two = MustTable("host", {4, 2, 2}, o);
-    EXPECT_EQ(two.Select(kAll, kHostMem, 8).algorithm, Algorithm::kHalvingDoubling);
+    EXPECT_EQ(two.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kHalvingDoubling);
     EXPECT_EQ(two.Select(kAll, kHostMem, 8).source, Source::kEnv);
   }
   {
@@ -360,7 +377,7 @@ TEST(TuneCalibration, FitRecoversAlphaAndBeta) {
   for (const auto& [n, t] : samples) {
     tune::Calibration c;
     c.fits = pieces;
-    const tune::Fit* p = c.Find("host", kAll, Algorithm::kRing, 2, static_cast<std::size_t>(n));
+    const tune::Fit* p = c.Find("host", kAll, CollectiveAlgorithm::kRing, 2, static_cast<std::size_t>(n));
     ASSERT_NE(p, nullptr);
     EXPECT_NEAR(tune::PredictSeconds(*p, n) / t, 1.0, 0.05) << n;
   }
@@ -479,14 +496,14 @@ TEST(TunePlan, RowsTextAndJson) {
   auto t = MustTable("mpi", {2, 2, 1}, o);
   const auto rows = tune::Plan(t, kAll, kHostMem, 8, 64 << 20);
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0].algorithm, Algorithm::kRecursiveDoubling);
+  EXPECT_EQ(rows[0].algorithm, CollectiveAlgorithm::kRecursiveDoubling);
   EXPECT_EQ(rows[0].min_bytes, 8u);
   EXPECT_EQ(rows[0].max_bytes, 64u << 10);
   EXPECT_EQ(rows[0].source, Source::kDefault);
   EXPECT_GT(rows[0].predicted_min_s, 0);
-  EXPECT_EQ(rows[1].algorithm, Algorithm::kRing);
+  EXPECT_EQ(rows[1].algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(rows[1].params.segment_bytes, 256u << 10);
-  EXPECT_EQ(rows[2].algorithm, Algorithm::kLibrary);
+  EXPECT_EQ(rows[2].algorithm, CollectiveAlgorithm::kLibrary);
   EXPECT_EQ(rows[2].source, Source::kEnv);
   EXPECT_EQ(rows[2].max_bytes, 64u << 20);
   const std::string text = tune::PlanText(rows);
@@ -506,7 +523,7 @@ TEST(TunePlan, RowsTextAndJson) {
 
 TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
   ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
-  auto run = [](const std::string& spec, std::size_t count, Algorithm expect) {
+  auto run = [](const std::string& spec, std::size_t count, CollectiveAlgorithm expect) {
     ScopedEnv tune_env("COMMKIT_TUNE", spec);
     const std::uint64_t before = tune::RunCount("host", expect);
     RunRanks("host", 2, [&](ProcessGroup& pg) {
@@ -518,19 +535,19 @@ TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
     // Both ranks ran the forced algorithm (the group's own fingerprint all-reduce may add more).
     EXPECT_GE(tune::RunCount("host", expect) - before, 2u) << spec;
   };
-  run("host.allreduce:*:sliced", 2, Algorithm::kSliced);        // 8 bytes, default would be flat
-  run("host.allreduce:*:flat", 1 << 18, Algorithm::kFlat);      // 1 MiB, default would be sliced
+  run("host.allreduce:*:sliced", 2, CollectiveAlgorithm::kSliced);    // 8 bytes, default would be flat
+  run("host.allreduce:*:flat", 1 << 18, CollectiveAlgorithm::kFlat);  // 1 MiB, default would be sliced
   // Without the override the default runs.
-  const std::uint64_t flat_before = tune::RunCount("host", Algorithm::kFlat);
-  run("", 2, Algorithm::kFlat);
-  EXPECT_GT(tune::RunCount("host", Algorithm::kFlat), flat_before);
+  const std::uint64_t flat_before = tune::RunCount("host", CollectiveAlgorithm::kFlat);
+  run("", 2, CollectiveAlgorithm::kFlat);
+  EXPECT_GT(tune::RunCount("host", CollectiveAlgorithm::kFlat), flat_before);
 }
 
 #if COMMKIT_HAVE_GLOO
 TEST(TuneBackends, GlooRunsWhatCommkitTuneForces) {
   ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
-  for (auto [spec, algo] : {std::pair{"gloo.allreduce:*:bcube", Algorithm::kBcube},
-                            std::pair{"allreduce:0-1K:ring", Algorithm::kRing}}) {
+  for (auto [spec, algo] : {std::pair{"gloo.allreduce:*:bcube", CollectiveAlgorithm::kBcube},
+                            std::pair{"allreduce:0-1K:ring", CollectiveAlgorithm::kRing}}) {
     ScopedEnv tune_env("COMMKIT_TUNE", spec);
     const std::uint64_t before = tune::RunCount("gloo", algo);
     RunRanks("gloo", 2, [&](ProcessGroup& pg) {

@@ -34,13 +34,13 @@ TEST(CostModel, LargeMessageRingBusBandwidthTendsToLinkBandwidth) {
   s.intra = PCIeLinkCost(4, 16);
   auto m = CostModel::Create(s);
   ASSERT_TRUE(m.ok());
-  auto p = m->Predict(AllReduceAlgorithm::kRing, 8e9);
+  auto p = *m->Predict(CollectiveAlgorithm::kRing, 8e9);
   EXPECT_NEAR(p.busbw_Bps / s.intra.beta_Bps, 1.0, 0.001);
   EXPECT_LT(p.busbw_Bps, s.intra.beta_Bps);
   // Multi-node ring is limited by the slower (network) link.
   auto mn = CostModel::Create(EightGpuNodes(4));
   ASSERT_TRUE(mn.ok());
-  auto q = mn->Predict(AllReduceAlgorithm::kRing, 16e9);
+  auto q = *mn->Predict(CollectiveAlgorithm::kRing, 16e9);
   EXPECT_NEAR(q.busbw_Bps / mn->shape().inter.beta_Bps, 1.0, 0.001);
 }
 
@@ -48,13 +48,13 @@ TEST(CostModel, SmallMessagesAreLatencyDominated) {
   auto m = CostModel::Create(EightGpuNodes(4));
   ASSERT_TRUE(m.ok());
   const double p = 32;
-  auto ring = m->Predict(AllReduceAlgorithm::kRing, 8);
+  auto ring = *m->Predict(CollectiveAlgorithm::kRing, 8);
   EXPECT_NEAR(ring.time_s, 2 * (p - 1) * m->shape().inter.alpha_s, 1e-9);
-  auto rd = m->Predict(AllReduceAlgorithm::kRecursiveDoubling, 8);
+  auto rd = *m->Predict(CollectiveAlgorithm::kRecursiveDoubling, 8);
   EXPECT_LT(rd.time_s, ring.time_s);
-  EXPECT_EQ(m->Best(8).algorithm, AllReduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(m->Best(8).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
   // Doubling a tiny message barely changes the time.
-  EXPECT_NEAR(m->Predict(AllReduceAlgorithm::kRing, 16).time_s / ring.time_s, 1.0, 1e-3);
+  EXPECT_NEAR(m->Predict(CollectiveAlgorithm::kRing, 16)->time_s / ring.time_s, 1.0, 1e-3);
 }
 
 TEST(CostModel, CrossoversExistAndAreMonotone) {
@@ -63,9 +63,9 @@ TEST(CostModel, CrossoversExistAndAreMonotone) {
     ASSERT_TRUE(m.ok());
     auto ranges = m->Choices(8, 8e9);
     ASSERT_GE(ranges.size(), 2u) << nodes << " nodes: small and large sizes need different algorithms";
-    EXPECT_EQ(ranges.front().best, AllReduceAlgorithm::kRecursiveDoubling);
-    EXPECT_NE(ranges.back().best, AllReduceAlgorithm::kRecursiveDoubling);
-    std::map<AllReduceAlgorithm, int> seen;
+    EXPECT_EQ(ranges.front().best, CollectiveAlgorithm::kRecursiveDoubling);
+    EXPECT_NE(ranges.back().best, CollectiveAlgorithm::kRecursiveDoubling);
+    std::map<CollectiveAlgorithm, int> seen;
     for (std::size_t i = 0; i < ranges.size(); ++i) {
       EXPECT_EQ(++seen[ranges[i].best], 1) << "an algorithm wins two separate ranges";
       if (i > 0) {
@@ -76,7 +76,7 @@ TEST(CostModel, CrossoversExistAndAreMonotone) {
     for (auto a : m->Applicable()) {
       double last = 0;
       for (double n = 8; n <= 8e9; n *= 4) {
-        double t = m->Predict(a, n).time_s;
+        double t = m->Predict(a, n)->time_s;
         EXPECT_GT(t, last);
         last = t;
       }
@@ -89,10 +89,10 @@ TEST(CostModel, HierarchicalBeatsFlatRingAcrossNodesForLargeMessages) {
   s.inter = NetworkLinkCost(100000, false);  // one 100G NIC per node
   auto m = CostModel::Create(s);
   ASSERT_TRUE(m.ok());
-  auto hier = m->Predict(AllReduceAlgorithm::kHierarchical, 1e9);
-  auto ring = m->Predict(AllReduceAlgorithm::kRing, 1e9);
+  auto hier = *m->Predict(CollectiveAlgorithm::kHierarchical, 1e9);
+  auto ring = *m->Predict(CollectiveAlgorithm::kRing, 1e9);
   EXPECT_LT(hier.time_s, ring.time_s);
-  EXPECT_EQ(m->Best(1e9).algorithm, AllReduceAlgorithm::kHierarchical);
+  EXPECT_EQ(m->Best(1e9).algorithm, CollectiveAlgorithm::kHierarchical);
 }
 
 TEST(CostModel, HalvingDoublingFormula) {
@@ -103,28 +103,28 @@ TEST(CostModel, HalvingDoublingFormula) {
   ASSERT_TRUE(m.ok());
   const double n = 64e6;
   // Power of two: 2 log2(p) latency steps, the ring's bandwidth term.
-  auto hd = m->Predict(AllReduceAlgorithm::kHalvingDoubling, n);
+  auto hd = *m->Predict(CollectiveAlgorithm::kHalvingDoubling, n);
   EXPECT_NEAR(hd.time_s, 2 * 3 * 1e-6 + 2 * 7.0 / 8 * n / 10e9, 1e-12);
-  auto ring = m->Predict(AllReduceAlgorithm::kRing, n);
+  auto ring = *m->Predict(CollectiveAlgorithm::kRing, n);
   EXPECT_NEAR(ring.time_s - hd.time_s, (14 - 6) * 1e-6, 1e-12) << "same bandwidth term, fewer steps";
-  EXPECT_EQ(m->Best(n).algorithm, AllReduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(m->Best(n).algorithm, CollectiveAlgorithm::kHalvingDoubling);
   // Six ranks: two fold into partners (a whole-buffer exchange each way) and four run the halving.
   s.ranks_per_node = 6;
   auto m6 = CostModel::Create(s);
   ASSERT_TRUE(m6.ok());
-  EXPECT_NEAR(m6->Predict(AllReduceAlgorithm::kHalvingDoubling, n).time_s,
+  EXPECT_NEAR(m6->Predict(CollectiveAlgorithm::kHalvingDoubling, n)->time_s,
               2 * (1e-6 + n / 10e9) + 2 * 2 * 1e-6 + 2 * 3.0 / 4 * n / 10e9, 1e-12);
   // The fold makes it lose to the ring for large messages, and win for small ones.
-  EXPECT_EQ(m6->Best(n).algorithm, AllReduceAlgorithm::kRing);
-  EXPECT_LT(m6->Predict(AllReduceAlgorithm::kHalvingDoubling, 4096).time_s,
-            m6->Predict(AllReduceAlgorithm::kRing, 4096).time_s);
+  EXPECT_EQ(m6->Best(n).algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_LT(m6->Predict(CollectiveAlgorithm::kHalvingDoubling, 4096)->time_s,
+            m6->Predict(CollectiveAlgorithm::kRing, 4096)->time_s);
   // Two ranks: the same exchange as the ring.
   s.ranks_per_node = 2;
   auto m2 = CostModel::Create(s);
   ASSERT_TRUE(m2.ok());
-  EXPECT_DOUBLE_EQ(m2->Predict(AllReduceAlgorithm::kHalvingDoubling, n).time_s,
-                   m2->Predict(AllReduceAlgorithm::kRing, n).time_s);
-  EXPECT_EQ(ToString(AllReduceAlgorithm::kHalvingDoubling), "halving_doubling");
+  EXPECT_DOUBLE_EQ(m2->Predict(CollectiveAlgorithm::kHalvingDoubling, n)->time_s,
+                   m2->Predict(CollectiveAlgorithm::kRing, n)->time_s);
+  EXPECT_EQ(ToString(CollectiveAlgorithm::kHalvingDoubling), "halving_doubling");
 }
 
 TEST(CostModel, HierarchicalUsesHalvingDoublingBetweenManyNodes) {
@@ -136,7 +136,7 @@ TEST(CostModel, HierarchicalUsesHalvingDoublingBetweenManyNodes) {
   const double n = 4096;
   const double intra = 2 * (7 * li.alpha_s + 7.0 / 8 * n / li.beta_Bps);
   // 16 nodes: 2*4 latency steps between nodes instead of the ring's 2*15.
-  EXPECT_NEAR(m->Predict(AllReduceAlgorithm::kHierarchical, n).time_s,
+  EXPECT_NEAR(m->Predict(CollectiveAlgorithm::kHierarchical, n)->time_s,
               intra + 2 * 4 * ln.alpha_s + 2 * 15.0 / 16 * n / ln.beta_Bps, 1e-12);
 }
 
@@ -144,8 +144,29 @@ TEST(CostModel, SingleRankCostsNothing) {
   ClusterShape s;
   auto m = CostModel::Create(s);
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->Predict(AllReduceAlgorithm::kRing, 1e6).time_s, 0);
-  EXPECT_EQ(m->Predict(AllReduceAlgorithm::kRing, 1e6).busbw_Bps, 0);
+  EXPECT_EQ(m->Predict(CollectiveAlgorithm::kRing, 1e6)->time_s, 0);
+  EXPECT_EQ(m->Predict(CollectiveAlgorithm::kRing, 1e6)->busbw_Bps, 0);
+}
+
+// The model times the algorithms it has a formula for and refuses the others by name.
+TEST(CostModel, PredictRefusesAlgorithmsWithoutAFormula) {
+  auto m = CostModel::Create(EightGpuNodes(2));
+  ASSERT_TRUE(m.ok());
+  int modelled = 0;
+  for (CollectiveAlgorithm a : kCollectiveAlgorithms) {
+    auto p = m->Predict(a, 1 << 20);
+    EXPECT_EQ(p.ok(), CostModel::Models(a)) << ToString(a);
+    if (p.ok()) {
+      ++modelled;
+      EXPECT_EQ(p->algorithm, a);
+      EXPECT_GT(p->time_s, 0) << ToString(a);
+    } else {
+      EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(p.status().message().find(ToString(a)), std::string::npos) << p.status().message();
+    }
+  }
+  EXPECT_EQ(modelled, 4);
+  for (CollectiveAlgorithm a : m->Applicable()) EXPECT_TRUE(CostModel::Models(a)) << ToString(a);
 }
 
 TEST(CostModel, LinkCostDerivations) {
@@ -173,7 +194,7 @@ TEST(CostModel, HostProfile) {
   auto m = CostModel::Create(HostShape(measured, 4, /*tcp=*/true));
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->shape().intra.link, LinkClass::kLoopback);
-  EXPECT_GT(m->Predict(AllReduceAlgorithm::kRing, 1 << 20).time_s, 0);
+  EXPECT_GT(m->Predict(CollectiveAlgorithm::kRing, 1 << 20)->time_s, 0);
   EXPECT_EQ(CostModel::Create(HostShape(measured, 4, false))->shape().intra.link, LinkClass::kSHM);
 }
 

@@ -273,13 +273,13 @@ int Main(int argc, char** argv) {
     // algorithm, size piece) of each size's median into the cache.
     struct Forced {
       std::string backend;
-      tune::Algorithm algorithm;
+      CollectiveAlgorithm algorithm;
       std::vector<ResultRow> rows;
     };
     std::vector<Forced> forced;
     for (const std::string& backend : o.backends) {
       const std::string name = backend == "auto" ? AutoBackendName() : backend;
-      for (tune::Algorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1}))
+      for (CollectiveAlgorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1}))
         forced.push_back({name, algorithm, {}});
     }
     int run_index = 0;
@@ -290,7 +290,7 @@ int Main(int argc, char** argv) {
         opts.raw.clear();
         opts.predict = "off";
         opts.calibrate = false;
-        tune::SetProcessSpec(StrCat(f.backend, ".allreduce:*:", tune::ToString(f.algorithm)));
+        tune::SetProcessSpec(StrCat(f.backend, ".allreduce:*:", ToString(f.algorithm)));
         std::vector<ResultRow> rows;
         const bool ok = run(opts, StrCat("calibrate/", run_index++, "/"), rows);
         tune::SetProcessSpec(std::nullopt);

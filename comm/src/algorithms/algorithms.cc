@@ -1,4 +1,4 @@
-// Names, choices, offsets and the all-reduce entry of the algorithm layer.
+// Choices, offsets, block copies and the all-reduce entry of the algorithm layer.
 #include <algorithm>
 #include <cstring>
 
@@ -8,46 +8,16 @@
 
 namespace commkit::comm::algorithms {
 
-namespace {
-
-constexpr Algorithm kAll[] = {Algorithm::kRing,          Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling,
-                              Algorithm::kBinomialTree,  Algorithm::kDissemination,     Algorithm::kPairwise,
-                              Algorithm::kDirect};
-
-}  // namespace
-
-std::string_view ToString(Algorithm algorithm) {
-  switch (algorithm) {
-    case Algorithm::kRing: return "ring";
-    case Algorithm::kRecursiveDoubling: return "recursive_doubling";
-    case Algorithm::kHalvingDoubling: return "halving_doubling";
-    case Algorithm::kBinomialTree: return "binomial_tree";
-    case Algorithm::kDissemination: return "dissemination";
-    case Algorithm::kPairwise: return "pairwise";
-    case Algorithm::kDirect: return "direct";
-  }
-  return "?";
-}
-
-Result<Algorithm> ParseAlgorithm(std::string_view name) {
-  std::vector<std::string> names;
-  for (Algorithm a : kAll) {
-    if (ToString(a) == name) return a;
-    names.emplace_back(ToString(a));
-  }
-  return Status::InvalidArgument(StrCat("unknown collective algorithm '", name, "' (known: ", Join(names, ", "), ")"));
-}
-
 std::optional<AlgorithmChoice> AllreduceChoice(const tune::Choice& choice, std::size_t count, int ranks) {
   AlgorithmChoice c;
   switch (choice.algorithm) {
-    case tune::Algorithm::kRing: c.algorithm = Algorithm::kRing; break;
-    case tune::Algorithm::kRecursiveDoubling: c.algorithm = Algorithm::kRecursiveDoubling; break;
-    case tune::Algorithm::kHalvingDoubling: c.algorithm = Algorithm::kHalvingDoubling; break;
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kRecursiveDoubling:
+    case CollectiveAlgorithm::kHalvingDoubling: c.algorithm = choice.algorithm; break;
     default: return std::nullopt;
   }
-  if (c.algorithm == Algorithm::kRing && count < static_cast<std::size_t>(std::max(ranks, 1)))
-    c.algorithm = Algorithm::kRecursiveDoubling;
+  if (c.algorithm == CollectiveAlgorithm::kRing && count < static_cast<std::size_t>(std::max(ranks, 1)))
+    c.algorithm = CollectiveAlgorithm::kRecursiveDoubling;
   if (choice.params.segment_bytes != 0) c.segment_bytes = choice.params.segment_bytes;
   return c;
 }
@@ -71,6 +41,10 @@ std::vector<std::size_t> CountOffsets(std::span<const std::size_t> counts, std::
   return off;
 }
 
+void CopyBytes(void* dst, const void* src, std::size_t bytes) {
+  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
+}
+
 namespace internal {
 
 Status SendRecv(Transport& t, int to, const void* send, std::size_t send_bytes, int from, void* recv,
@@ -83,9 +57,10 @@ Status SendRecv(Transport& t, int to, const void* send, std::size_t send_bytes, 
   return t.Exchange(std::span<Message>(m, n), deadline);
 }
 
-Status CheckAlgorithm(std::string_view collective, const AlgorithmChoice& choice, std::initializer_list<Algorithm> allowed) {
+Status CheckAlgorithm(std::string_view collective, const AlgorithmChoice& choice,
+                      std::initializer_list<CollectiveAlgorithm> allowed) {
   std::vector<std::string> names;
-  for (Algorithm a : allowed) {
+  for (CollectiveAlgorithm a : allowed) {
     if (a == choice.algorithm) return Status::Ok();
     names.emplace_back(ToString(a));
   }
@@ -98,7 +73,8 @@ Status CheckAlgorithm(std::string_view collective, const AlgorithmChoice& choice
 Status Allreduce(Transport& t, const Group& group, const AllreduceArgs& a, const AlgorithmChoice& choice,
                  Deadline deadline, std::vector<char>& scratch) {
   COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm(
-      "all-reduce", choice, {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kHalvingDoubling}));
+      "all-reduce", choice,
+      {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kRecursiveDoubling, CollectiveAlgorithm::kHalvingDoubling}));
   if (group.index() < 0) return Status::InvalidArgument("all-reduce: this rank is not in the group");
   if (a.count == 0) return Status::Ok();
   const std::size_t bytes = a.count * a.elem_size;
@@ -107,7 +83,7 @@ Status Allreduce(Transport& t, const Group& group, const AllreduceArgs& a, const
     if (out_of_place) std::memcpy(a.buf, a.in, bytes);
     return Status::Ok();
   }
-  if (choice.algorithm == Algorithm::kRing) {
+  if (choice.algorithm == CollectiveAlgorithm::kRing) {
     // Out of place without a copy of the input: every block of the input is read exactly once (sent
     // at step 0 or reduced into `buf` later), and the block sent first is overwritten by the all-gather.
     const auto off = EvenOffsets(a.count, group.size(), a.elem_size);
@@ -120,7 +96,7 @@ Status Allreduce(Transport& t, const Group& group, const AllreduceArgs& a, const
   if (out_of_place) std::memcpy(a.buf, a.in, bytes);
   AllreduceArgs in_place = a;
   in_place.in = nullptr;
-  return choice.algorithm == Algorithm::kRecursiveDoubling
+  return choice.algorithm == CollectiveAlgorithm::kRecursiveDoubling
              ? internal::RecursiveDoubling(t, group, in_place, deadline, scratch)
              : internal::HalvingDoubling(t, group, in_place, deadline, scratch);
 }
@@ -128,7 +104,7 @@ Status Allreduce(Transport& t, const Group& group, const AllreduceArgs& a, const
 Status ReduceScatter(Transport& t, const Group& group, void* buf, std::span<const std::size_t> offsets,
                      std::size_t elem_size, ReduceFunction reduce, const AlgorithmChoice& choice, Deadline deadline,
                      std::vector<char>& scratch) {
-  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("reduce-scatter", choice, {Algorithm::kRing}));
+  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("reduce-scatter", choice, {CollectiveAlgorithm::kRing}));
   if (group.index() < 0) return Status::InvalidArgument("reduce-scatter: this rank is not in the group");
   if (offsets.size() != static_cast<std::size_t>(group.size()) + 1)
     return Status::InvalidArgument(StrCat("reduce-scatter: ", offsets.size(), " offsets for ", group.size(),
@@ -139,7 +115,7 @@ Status ReduceScatter(Transport& t, const Group& group, void* buf, std::span<cons
 
 Status Allgather(Transport& t, const Group& group, void* buf, std::span<const std::size_t> offsets,
                  const AlgorithmChoice& choice, Deadline deadline) {
-  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("all-gather", choice, {Algorithm::kRing}));
+  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("all-gather", choice, {CollectiveAlgorithm::kRing}));
   if (group.index() < 0) return Status::InvalidArgument("all-gather: this rank is not in the group");
   if (offsets.size() != static_cast<std::size_t>(group.size()) + 1)
     return Status::InvalidArgument(StrCat("all-gather: ", offsets.size(), " offsets for ", group.size(),

@@ -1,5 +1,4 @@
 // Personalised exchanges: pairwise all-to-all(v), direct gather and scatter.
-#include <cstring>
 #include <vector>
 
 #include "commkit/common/strings.h"
@@ -8,11 +7,6 @@
 namespace commkit::comm::algorithms {
 
 namespace {
-
-// memcpy for ranges that may be empty: an empty block's pointer may be null (zero-size collectives).
-void CopyBytes(void* dst, const void* src, std::size_t bytes) {
-  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
-}
 
 Status CheckOffsets(std::string_view what, std::span<const std::size_t> off, int p) {
   if (off.size() == static_cast<std::size_t>(p) + 1) return Status::Ok();
@@ -24,7 +18,7 @@ Status CheckOffsets(std::string_view what, std::span<const std::size_t> off, int
 
 Status Alltoall(Transport& t, const Group& g, const void* send, std::span<const std::size_t> soff, void* recv,
                 std::span<const std::size_t> roff, const AlgorithmChoice& choice, Deadline d) {
-  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("all-to-all", choice, {Algorithm::kPairwise}));
+  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("all-to-all", choice, {CollectiveAlgorithm::kPairwise}));
   const int p = g.size(), r = g.index();
   if (r < 0) return Status::InvalidArgument("all-to-all: this rank is not in the group");
   COMMKIT_RETURN_IF_ERROR(CheckOffsets("send", soff, p));
@@ -48,7 +42,7 @@ Status Alltoall(Transport& t, const Group& g, const void* send, std::span<const 
 
 Status Gather(Transport& t, const Group& g, int root, const void* send, void* recv, std::size_t block,
               const AlgorithmChoice& choice, Deadline d) {
-  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("gather", choice, {Algorithm::kDirect}));
+  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("gather", choice, {CollectiveAlgorithm::kDirect}));
   const int p = g.size(), r = g.index();
   if (r < 0 || root < 0 || root >= p) return Status::InvalidArgument("gather: this rank or the root is not in the group");
   if (r != root) {
@@ -66,7 +60,7 @@ Status Gather(Transport& t, const Group& g, int root, const void* send, void* re
 
 Status Scatter(Transport& t, const Group& g, int root, const void* send, void* recv, std::size_t block,
                const AlgorithmChoice& choice, Deadline d) {
-  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("scatter", choice, {Algorithm::kDirect}));
+  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("scatter", choice, {CollectiveAlgorithm::kDirect}));
   const int p = g.size(), r = g.index();
   if (r < 0 || root < 0 || root >= p) return Status::InvalidArgument("scatter: this rank or the root is not in the group");
   if (r != root) {

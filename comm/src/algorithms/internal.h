@@ -16,7 +16,7 @@ Status SendRecv(Transport& t, int to, const void* send, std::size_t send_bytes, 
 
 // InvalidArgument naming the collective when `choice` is not one of `allowed`.
 Status CheckAlgorithm(std::string_view collective, const AlgorithmChoice& choice,
-                      std::initializer_list<Algorithm> allowed);
+                      std::initializer_list<CollectiveAlgorithm> allowed);
 
 // In-place or out-of-place ring reduce-scatter over `offsets`; blocks are read from `in` the first
 // time and from `buf` after (in == buf: in place). See algorithms.h for the block layout.

@@ -7,7 +7,7 @@ namespace commkit::comm::algorithms {
 
 Status Broadcast(Transport& t, const Group& g, int root, void* buf, std::size_t bytes, const AlgorithmChoice& choice,
                  Deadline d) {
-  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("broadcast", choice, {Algorithm::kBinomialTree}));
+  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("broadcast", choice, {CollectiveAlgorithm::kBinomialTree}));
   const int p = g.size();
   if (g.index() < 0 || root < 0 || root >= p)
     return Status::InvalidArgument("broadcast: this rank or the root is not in the group");
@@ -32,7 +32,7 @@ Status Broadcast(Transport& t, const Group& g, int root, void* buf, std::size_t 
 }
 
 Status Barrier(Transport& t, const Group& g, const AlgorithmChoice& choice, Deadline d) {
-  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("barrier", choice, {Algorithm::kDissemination}));
+  COMMKIT_RETURN_IF_ERROR(internal::CheckAlgorithm("barrier", choice, {CollectiveAlgorithm::kDissemination}));
   const int p = g.size(), i = g.index();
   if (i < 0) return Status::InvalidArgument("barrier: this rank is not in the group");
   // After ceil(log2 p) rounds every rank has heard, directly or not, from every other.

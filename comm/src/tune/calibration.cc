@@ -50,8 +50,8 @@ std::optional<CollectiveKind> CollectiveNamed(std::string_view name) {
 
 std::string CalibrationHostname() { return HostnameImpl(); }
 
-const Fit* Calibration::Find(std::string_view backend, CollectiveKind collective, Algorithm algorithm, int ranks,
-                             std::size_t bytes) const {
+const Fit* Calibration::Find(std::string_view backend, CollectiveKind collective, CollectiveAlgorithm algorithm,
+                             int ranks, std::size_t bytes) const {
   const Fit* nearest = nullptr;
   std::size_t nearest_gap = kNoLimit;
   for (const Fit& f : fits) {
@@ -141,8 +141,8 @@ Result<Calibration> ParseCalibration(std::string_view text, std::string_view ori
     auto coll = CollectiveNamed(str(e, "collective").value_or(""));
     if (!coll) return bad(StrCat(at, ": unknown collective"));
     f.collective = *coll;
-    auto algo = ParseAlgorithm(str(e, "algorithm").value_or(""));
-    if (!algo) return bad(StrCat(at, ": unknown algorithm"));
+    auto algo = ParseCollectiveAlgorithm(str(e, "algorithm").value_or(""));
+    if (!algo.ok()) return bad(StrCat(at, ": unknown algorithm"));
     f.algorithm = *algo;
     auto num = [&](const char* key, double& out) {
       auto it = e.find(key);

@@ -11,8 +11,8 @@ namespace {
 
 bool PowerOfTwo(int n) { return n >= 1 && (n & (n - 1)) == 0; }
 
-Rule Make(std::string_view backend, CollectiveKind collective, std::size_t lo, std::size_t hi, Algorithm algorithm,
-          std::string why) {
+Rule Make(std::string_view backend, CollectiveKind collective, std::size_t lo, std::size_t hi,
+          CollectiveAlgorithm algorithm, std::string why) {
   Rule r;
   r.backend = std::string(backend);
   r.collective = collective;
@@ -26,8 +26,9 @@ Rule Make(std::string_view backend, CollectiveKind collective, std::size_t lo, s
 
 }  // namespace
 
-std::vector<Algorithm> Algorithms(std::string_view backend, CollectiveKind collective, const GroupShape& shape) {
-  using A = Algorithm;
+std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, CollectiveKind collective,
+                                            const GroupShape& shape) {
+  using A = CollectiveAlgorithm;
   if (backend == "host") {
     // Across hosts the all-reduce is flat over UCX or hierarchical; within a host (and for the
     // within-host step of the hierarchical all-reduce, a reduce) the shared-memory engine's two.
@@ -47,7 +48,7 @@ std::vector<Algorithm> Algorithms(std::string_view backend, CollectiveKind colle
 }
 
 std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape) {
-  using A = Algorithm;
+  using A = CollectiveAlgorithm;
   std::vector<Rule> out;
   if (backend == "host") {
     // Within a host: every rank reduces everything from the slots while that is cheaper than the
@@ -98,7 +99,6 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
 
 std::vector<Rule> TopologyRules(std::string_view backend, const GroupShape& shape, double network_Bps,
                                 double network_alpha_s, const std::string& derivation) {
-  using topology::AllReduceAlgorithm;
   std::vector<Rule> out;
   if (backend != "host" || shape.nodes < 2 || !(network_Bps > 0)) return out;
   // The host backend across hosts: shared memory within a host, the probed network between. Per size
@@ -128,27 +128,24 @@ std::vector<Rule> TopologyRules(std::string_view backend, const GroupShape& shap
     r.max_bytes = bytes >= double{1 << 30} ? kNoLimit : static_cast<std::size_t>(bytes) + 1;
     r.source = Source::kTopology;
     r.why = why;
-    r.params.between = leader_model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s <
-                               leader_model->Predict(AllReduceAlgorithm::kRing, bytes).time_s
-                           ? Algorithm::kHalvingDoubling
-                           : Algorithm::kRing;
-    double best = model->Predict(AllReduceAlgorithm::kRing, bytes).time_s;
-    r.algorithm = Algorithm::kRing;
-    const double hd = model->Predict(AllReduceAlgorithm::kHalvingDoubling, bytes).time_s;
+    // Every algorithm asked for here has a formula (CostModel::Models).
+    r.params.between = leader_model->Predict(CollectiveAlgorithm::kHalvingDoubling, bytes)->time_s <
+                               leader_model->Predict(CollectiveAlgorithm::kRing, bytes)->time_s
+                           ? CollectiveAlgorithm::kHalvingDoubling
+                           : CollectiveAlgorithm::kRing;
+    double best = model->Predict(CollectiveAlgorithm::kRing, bytes)->time_s;
+    r.algorithm = CollectiveAlgorithm::kRing;
+    const double hd = model->Predict(CollectiveAlgorithm::kHalvingDoubling, bytes)->time_s;
     if (hd < best) {
       best = hd;
-      r.algorithm = Algorithm::kHalvingDoubling;
+      r.algorithm = CollectiveAlgorithm::kHalvingDoubling;
     }
     if (shape.ranks_per_node > 1 &&
-        (hierarchical || model->Predict(AllReduceAlgorithm::kHierarchical, bytes).time_s <= best)) {
-      r.algorithm = Algorithm::kHierarchical;
+        (hierarchical || model->Predict(CollectiveAlgorithm::kHierarchical, bytes)->time_s <= best)) {
+      r.algorithm = CollectiveAlgorithm::kHierarchical;
       hierarchical = true;
     }
-    r.predicted_s = model->Predict(r.algorithm == Algorithm::kRing              ? AllReduceAlgorithm::kRing
-                                   : r.algorithm == Algorithm::kHalvingDoubling ? AllReduceAlgorithm::kHalvingDoubling
-                                                                                : AllReduceAlgorithm::kHierarchical,
-                                   bytes)
-                        .time_s;
+    r.predicted_s = model->Predict(r.algorithm, bytes)->time_s;
     if (!out.empty() && out.back().algorithm == r.algorithm && out.back().params == r.params) {
       out.back().max_bytes = r.max_bytes;
     } else {
@@ -159,9 +156,8 @@ std::vector<Rule> TopologyRules(std::string_view backend, const GroupShape& shap
   return out;
 }
 
-double ModelSeconds(std::string_view backend, const GroupShape& shape, Algorithm algorithm, double bytes,
+double ModelSeconds(std::string_view backend, const GroupShape& shape, CollectiveAlgorithm algorithm, double bytes,
                     double network_Bps, double network_alpha_s) {
-  using topology::AllReduceAlgorithm;
   topology::ClusterShape cs;
   cs.nodes = shape.nodes;
   cs.ranks_per_node = shape.ranks_per_node;
@@ -176,19 +172,17 @@ double ModelSeconds(std::string_view backend, const GroupShape& shape, Algorithm
   }
   auto model = topology::CostModel::Create(cs);
   if (!model.ok()) return -1;
-  AllReduceAlgorithm a;
+  // The backends' own all-reduce variants are timed by the formula closest to how they move data.
+  CollectiveAlgorithm formula = algorithm;
   switch (algorithm) {
-    case Algorithm::kRing:
-    case Algorithm::kSliced: a = AllReduceAlgorithm::kRing; break;
-    case Algorithm::kFlat:
-    case Algorithm::kRecursiveDoubling:
-    case Algorithm::kLibrary: a = AllReduceAlgorithm::kRecursiveDoubling; break;
-    case Algorithm::kHalvingDoubling:
-    case Algorithm::kBcube: a = AllReduceAlgorithm::kHalvingDoubling; break;
-    case Algorithm::kHierarchical: a = AllReduceAlgorithm::kHierarchical; break;
-    default: return -1;
+    case CollectiveAlgorithm::kSliced: formula = CollectiveAlgorithm::kRing; break;
+    case CollectiveAlgorithm::kFlat:
+    case CollectiveAlgorithm::kLibrary: formula = CollectiveAlgorithm::kRecursiveDoubling; break;
+    case CollectiveAlgorithm::kBcube: formula = CollectiveAlgorithm::kHalvingDoubling; break;
+    default: break;
   }
-  return model->Predict(a, bytes).time_s;
+  auto predicted = model->Predict(formula, bytes);
+  return predicted.ok() ? predicted->time_s : -1;
 }
 
 }  // namespace commkit::tune

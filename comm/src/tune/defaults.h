@@ -17,7 +17,7 @@ std::vector<Rule> TopologyRules(std::string_view backend, const GroupShape& shap
                                 double network_alpha_s, const std::string& derivation);
 
 // The uncalibrated cost model's time for `algorithm` (its closest model formula); < 0 when none.
-double ModelSeconds(std::string_view backend, const GroupShape& shape, Algorithm algorithm, double bytes,
+double ModelSeconds(std::string_view backend, const GroupShape& shape, CollectiveAlgorithm algorithm, double bytes,
                     double network_Bps, double network_alpha_s);
 
 // Calibration-derived rules: per power-of-two bucket the algorithm with the least predicted time,

@@ -36,7 +36,7 @@ void DeprecationNote(std::string_view variable, std::string_view value, const st
                std::string(variable).c_str(), std::string(value).c_str(), as.c_str());
 }
 
-Rule Legacy(std::string_view backend, CollectiveKind c, std::size_t lo, std::size_t hi, Algorithm a,
+Rule Legacy(std::string_view backend, CollectiveKind c, std::size_t lo, std::size_t hi, CollectiveAlgorithm a,
             std::string_view variable, std::string_view value) {
   Rule r;
   r.backend = std::string(backend);
@@ -78,7 +78,7 @@ Result<std::vector<Rule>> LegacyEnvRules(std::string_view backend) {
                              EnvChoice("COMMKIT_HOST_ALGORITHM", {"auto", "ring", "halving_doubling", "hierarchical"}));
     if (algorithm && *algorithm != "auto") {
       const std::size_t first = out.size();
-      out.push_back(Legacy(backend, CollectiveKind::kAllreduce, 0, kNoLimit, *ParseAlgorithm(*algorithm),
+      out.push_back(Legacy(backend, CollectiveKind::kAllreduce, 0, kNoLimit, *ParseCollectiveAlgorithm(*algorithm),
                            "COMMKIT_HOST_ALGORITHM", *algorithm));
       note("COMMKIT_HOST_ALGORITHM", *algorithm, first);
     }
@@ -89,8 +89,9 @@ Result<std::vector<Rule>> LegacyEnvRules(std::string_view backend) {
       const auto upto = static_cast<std::size_t>(*flat) + 1;  // flat up to and including the value
       const std::string value = StrCat(*flat);
       for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce}) {
-        out.push_back(Legacy(backend, c, 0, upto, Algorithm::kFlat, "COMMKIT_HOST_FLAT_BYTES", value));
-        out.push_back(Legacy(backend, c, upto, kNoLimit, Algorithm::kSliced, "COMMKIT_HOST_FLAT_BYTES", value));
+        out.push_back(Legacy(backend, c, 0, upto, CollectiveAlgorithm::kFlat, "COMMKIT_HOST_FLAT_BYTES", value));
+        out.push_back(
+            Legacy(backend, c, upto, kNoLimit, CollectiveAlgorithm::kSliced, "COMMKIT_HOST_FLAT_BYTES", value));
       }
       note("COMMKIT_HOST_FLAT_BYTES", value, first);
     }
@@ -101,7 +102,7 @@ Result<std::vector<Rule>> LegacyEnvRules(std::string_view backend) {
     algorithm = *v;
     if (algorithm && *algorithm != "auto") {
       const std::size_t first = out.size();
-      out.push_back(Legacy(backend, CollectiveKind::kAllreduce, 0, kNoLimit, *ParseAlgorithm(*algorithm),
+      out.push_back(Legacy(backend, CollectiveKind::kAllreduce, 0, kNoLimit, *ParseCollectiveAlgorithm(*algorithm),
                            "COMMKIT_GLOO_ALGORITHM", *algorithm));
       note("COMMKIT_GLOO_ALGORITHM", *algorithm, first);
     }

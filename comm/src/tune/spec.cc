@@ -10,8 +10,6 @@ namespace commkit::tune {
 
 namespace {
 
-constexpr std::array<std::string_view, kNumAlgorithms> kAlgorithmNames = {
-    "flat", "sliced", "ring", "recursive_doubling", "halving_doubling", "hierarchical", "bcube", "library"};
 constexpr std::array<std::string_view, 3> kBackends = {"host", "gloo", "mpi"};
 // A spec longer than this is refused before it is split (an environment value, not a file).
 constexpr std::size_t kMaxSpecBytes = 16 << 10;
@@ -160,9 +158,8 @@ Result<Rule> ParseItem(std::string_view item, const std::string& where) {
   }
 
   // algorithm
-  auto algorithm = ParseAlgorithm(fields[2]);
-  if (!algorithm)
-    return fail(StrCat("unknown algorithm '", Shown(fields[2]), "' (known: ", Names(kAlgorithmNames), ")"));
+  auto algorithm = ParseCollectiveAlgorithm(fields[2]);
+  if (!algorithm.ok()) return fail(algorithm.status().message());
   rule.algorithm = *algorithm;
 
   // params
@@ -178,8 +175,8 @@ Result<Rule> ParseItem(std::string_view item, const std::string& where) {
       if (!b || *b == 0) return fail(StrCat("segment='", Shown(value), "' is not a positive byte count (\"256K\")"));
       rule.params.segment_bytes = *b;
     } else if (key == "between") {
-      auto a = ParseAlgorithm(value);
-      if (!a || (*a != Algorithm::kRing && *a != Algorithm::kHalvingDoubling))
+      auto a = ParseCollectiveAlgorithm(value);
+      if (!a.ok() || (*a != CollectiveAlgorithm::kRing && *a != CollectiveAlgorithm::kHalvingDoubling))
         return fail(StrCat("between='", Shown(value), "' must be ring or halving_doubling"));
       rule.params.between = *a;
     } else if (key == "ranks" || key == "nodes" || key == "ppn") {
@@ -194,18 +191,6 @@ Result<Rule> ParseItem(std::string_view item, const std::string& where) {
 }
 
 }  // namespace
-
-std::string_view ToString(Algorithm algorithm) {
-  const auto i = static_cast<std::size_t>(algorithm);
-  return i < kAlgorithmNames.size() ? kAlgorithmNames[i] : std::string_view("?");
-}
-
-std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
-  const std::string n = ToLower(Trim(name));
-  for (std::size_t i = 0; i < kAlgorithmNames.size(); ++i)
-    if (kAlgorithmNames[i] == n) return static_cast<Algorithm>(i);
-  return std::nullopt;
-}
 
 std::string_view ToString(Source source) {
   switch (source) {

@@ -17,18 +17,20 @@ bool ShapeMatches(const Rule& r, const GroupShape& s) {
   return r.ranks.Contains(s.ranks) && r.nodes.Contains(s.nodes) && r.ranks_per_node.Contains(s.ranks_per_node);
 }
 
-bool Has(const std::vector<Algorithm>& v, Algorithm a) { return std::find(v.begin(), v.end(), a) != v.end(); }
+bool Has(const std::vector<CollectiveAlgorithm>& v, CollectiveAlgorithm a) {
+  return std::find(v.begin(), v.end(), a) != v.end();
+}
 
-std::string AlgorithmNames(const std::vector<Algorithm>& v) {
+std::string AlgorithmNames(const std::vector<CollectiveAlgorithm>& v) {
   std::vector<std::string> out;
-  for (Algorithm a : v) out.emplace_back(ToString(a));
+  for (CollectiveAlgorithm a : v) out.emplace_back(ToString(a));
   return out.empty() ? std::string("none: not tunable") : Join(out, ", ");
 }
 
 // Every algorithm `backend` has for `collective` in any group shape.
-std::vector<Algorithm> AnyShape(std::string_view backend, CollectiveKind collective) {
-  std::vector<Algorithm> out = Algorithms(backend, collective, GroupShape{2, 2, 1});
-  for (Algorithm a : Algorithms(backend, collective, GroupShape{4, 2, 2}))
+std::vector<CollectiveAlgorithm> AnyShape(std::string_view backend, CollectiveKind collective) {
+  std::vector<CollectiveAlgorithm> out = Algorithms(backend, collective, GroupShape{2, 2, 1});
+  for (CollectiveAlgorithm a : Algorithms(backend, collective, GroupShape{4, 2, 2}))
     if (!Has(out, a)) out.push_back(a);
   return out;
 }
@@ -78,8 +80,8 @@ Result<std::vector<Rule>> AgreedCalibration(const TableOptions& o, std::vector<R
 }
 
 // Run counters: host, gloo, mpi, any other backend.
-std::array<std::array<std::atomic<std::uint64_t>, kNumAlgorithms>, 4>& Counters() {
-  static std::array<std::array<std::atomic<std::uint64_t>, kNumAlgorithms>, 4> counters{};
+std::array<std::array<std::atomic<std::uint64_t>, kNumCollectiveAlgorithms>, 4>& Counters() {
+  static std::array<std::array<std::atomic<std::uint64_t>, kNumCollectiveAlgorithms>, 4> counters{};
   return counters;
 }
 std::size_t BackendIndex(std::string_view backend) {
@@ -94,16 +96,16 @@ std::vector<Rule> CalibrationRules(std::string_view backend, const GroupShape& s
   // the same file, so every rank chooses alike).
   if (shape.nodes != 1) return out;
   for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce}) {
-    std::vector<Algorithm> fitted;
-    for (Algorithm a : Algorithms(backend, c, shape))
+    std::vector<CollectiveAlgorithm> fitted;
+    for (CollectiveAlgorithm a : Algorithms(backend, c, shape))
       if (calibration.Find(backend, c, a, shape.ranks, 0) != nullptr) fitted.push_back(a);
     if (fitted.size() < 2) continue;
     std::size_t lo = 0;
     for (int k = 0; k <= 30; ++k) {
       const double bytes = std::ldexp(1.0, k);
-      Algorithm best = fitted[0];
+      CollectiveAlgorithm best = fitted[0];
       double best_s = -1;
-      for (Algorithm a : fitted) {
+      for (CollectiveAlgorithm a : fitted) {
         const double s = PredictSeconds(*calibration.Find(backend, c, a, shape.ranks, static_cast<std::size_t>(bytes)), bytes);
         if (best_s < 0 || s < best_s) {
           best_s = s;
@@ -125,7 +127,7 @@ std::vector<Rule> CalibrationRules(std::string_view backend, const GroupShape& s
       r.predicted_s = best_s;
       r.why = StrCat("calibration (", calibration.created, "): the fastest of ", AlgorithmNames(fitted), " at ",
                      shape.ranks, " ranks");
-      if (backend == "mpi" && best == Algorithm::kRing) r.params.segment_bytes = std::size_t{256} << 10;
+      if (backend == "mpi" && best == CollectiveAlgorithm::kRing) r.params.segment_bytes = std::size_t{256} << 10;
       out.push_back(std::move(r));
       lo = hi;
     }
@@ -164,7 +166,7 @@ Result<Table> Table::ForGroup(std::string_view backend, const GroupShape& shape,
     if (!parsed.ok()) return parsed.status().WithContext(who);
     for (Rule& r : *parsed) {
       if (!r.backend.empty() && r.backend != backend) continue;
-      const std::vector<Algorithm> any = AnyShape(backend, r.collective);
+      const std::vector<CollectiveAlgorithm> any = AnyShape(backend, r.collective);
       if (!Has(any, r.algorithm)) {
         if (r.backend.empty()) continue;  // a generic item for the backends that have it
         return Status::InvalidArgument(StrCat(who, ": ", r.why, ": the ", backend, " backend has no ", ToString(r.algorithm),
@@ -226,7 +228,7 @@ Choice Table::Select(CollectiveKind collective, MemoryKind memory, std::size_t b
     if (r.collective != collective || (r.memory && *r.memory != memory) || bytes < r.min_bytes || bytes >= r.max_bytes)
       continue;
     Choice c{r.algorithm, r.params, r.source, r.why};
-    if (c.algorithm == Algorithm::kHierarchical && !c.params.between) {
+    if (c.algorithm == CollectiveAlgorithm::kHierarchical && !c.params.between) {
       // Forced hierarchical without `between=`: the leaders' algorithm from the rules below.
       for (auto below = std::next(it); below != rules_.rend(); ++below)
         if (below->collective == collective && below->params.between && bytes >= below->min_bytes &&
@@ -237,12 +239,12 @@ Choice Table::Select(CollectiveKind collective, MemoryKind memory, std::size_t b
     }
     return c;
   }
-  const std::vector<Algorithm> algorithms = Algorithms(backend_, collective, shape_);
-  return Choice{algorithms.empty() ? Algorithm::kRing : algorithms.front(), {}, Source::kDefault,
+  const std::vector<CollectiveAlgorithm> algorithms = Algorithms(backend_, collective, shape_);
+  return Choice{algorithms.empty() ? CollectiveAlgorithm::kRing : algorithms.front(), {}, Source::kDefault,
                 "not tunable: the backend's only way"};
 }
 
-bool Table::Uses(CollectiveKind collective, Algorithm algorithm) const {
+bool Table::Uses(CollectiveKind collective, CollectiveAlgorithm algorithm) const {
   // Where the choice can change: every rule's first size, and the powers of two between.
   std::vector<std::size_t> sizes = {0};
   for (const Rule& r : rules_)
@@ -254,7 +256,8 @@ bool Table::Uses(CollectiveKind collective, Algorithm algorithm) const {
   return false;
 }
 
-std::pair<double, std::string> Table::Predict(CollectiveKind collective, Algorithm algorithm, std::size_t bytes) const {
+std::pair<double, std::string> Table::Predict(CollectiveKind collective, CollectiveAlgorithm algorithm,
+                                              std::size_t bytes) const {
   if (calibration_ && shape_.nodes == 1)
     if (const Fit* f = calibration_->Find(backend_, collective, algorithm, shape_.ranks, bytes))
       return {PredictSeconds(*f, static_cast<double>(bytes)), "calibration"};
@@ -265,14 +268,14 @@ std::pair<double, std::string> Table::Predict(CollectiveKind collective, Algorit
   return {s, shape_.nodes > 1 ? "cost model (probed network)" : "cost model (uncalibrated defaults)"};
 }
 
-void NoteRun(std::string_view backend, Algorithm algorithm) {
+void NoteRun(std::string_view backend, CollectiveAlgorithm algorithm) {
   const auto a = static_cast<std::size_t>(algorithm);
-  if (a < kNumAlgorithms) Counters()[BackendIndex(backend)][a].fetch_add(1, std::memory_order_relaxed);
+  if (a < kNumCollectiveAlgorithms) Counters()[BackendIndex(backend)][a].fetch_add(1, std::memory_order_relaxed);
 }
 
-std::uint64_t RunCount(std::string_view backend, Algorithm algorithm) {
+std::uint64_t RunCount(std::string_view backend, CollectiveAlgorithm algorithm) {
   const auto a = static_cast<std::size_t>(algorithm);
-  return a < kNumAlgorithms ? Counters()[BackendIndex(backend)][a].load(std::memory_order_relaxed) : 0;
+  return a < kNumCollectiveAlgorithms ? Counters()[BackendIndex(backend)][a].load(std::memory_order_relaxed) : 0;
 }
 
 }  // namespace commkit::tune

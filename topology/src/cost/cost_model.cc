@@ -41,16 +41,6 @@ std::string_view ToString(LinkClass c) {
   return "unknown";
 }
 
-std::string_view ToString(AllReduceAlgorithm a) {
-  switch (a) {
-    case AllReduceAlgorithm::kRing: return "ring";
-    case AllReduceAlgorithm::kRecursiveDoubling: return "recursive_doubling";
-    case AllReduceAlgorithm::kHalvingDoubling: return "halving_doubling";
-    case AllReduceAlgorithm::kHierarchical: return "hierarchical";
-  }
-  return "unknown";
-}
-
 LinkCost DefaultLinkCost(LinkClass link) {
   switch (link) {
     case LinkClass::kNVLink: return {link, 2e-6, 150e9, "default: NVLink, 2 us, 150 GB/s per direction (A100-class)"};
@@ -105,14 +95,27 @@ Result<CostModel> CostModel::Create(ClusterShape shape) {
   return CostModel(std::move(shape));
 }
 
-std::vector<AllReduceAlgorithm> CostModel::Applicable() const {
-  std::vector<AllReduceAlgorithm> out = {AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling,
-                                         AllReduceAlgorithm::kHalvingDoubling};
-  if (shape_.nodes > 1 && shape_.ranks_per_node > 1) out.push_back(AllReduceAlgorithm::kHierarchical);
+std::vector<CollectiveAlgorithm> CostModel::Applicable() const {
+  std::vector<CollectiveAlgorithm> out = {CollectiveAlgorithm::kRing, CollectiveAlgorithm::kRecursiveDoubling,
+                                          CollectiveAlgorithm::kHalvingDoubling};
+  if (shape_.nodes > 1 && shape_.ranks_per_node > 1) out.push_back(CollectiveAlgorithm::kHierarchical);
   return out;
 }
 
-Prediction CostModel::Predict(AllReduceAlgorithm algorithm, double bytes) const {
+bool CostModel::Models(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kRecursiveDoubling:
+    case CollectiveAlgorithm::kHalvingDoubling:
+    case CollectiveAlgorithm::kHierarchical: return true;
+    default: return false;
+  }
+}
+
+Result<Prediction> CostModel::Predict(CollectiveAlgorithm algorithm, double bytes) const {
+  if (!Models(algorithm))
+    return Status::InvalidArgument(StrCat("cost model: no formula for ", ToString(algorithm),
+                                          " (it models ring, recursive_doubling, halving_doubling and hierarchical)"));
   const double n = std::max(0.0, bytes);
   const double p = shape_.ranks();
   const double g = shape_.ranks_per_node;
@@ -122,16 +125,16 @@ Prediction CostModel::Predict(AllReduceAlgorithm algorithm, double bytes) const 
   double t = 0;
   if (p > 1) {
     switch (algorithm) {
-      case AllReduceAlgorithm::kRing:
-      case AllReduceAlgorithm::kHalvingDoubling: {
+      case CollectiveAlgorithm::kRing:
+      case CollectiveAlgorithm::kHalvingDoubling: {
         // Both run over the slowest link they cross; with several nodes one hop per node crosses the NIC.
         double a = shape_.nodes > 1 ? std::max(ln.alpha_s, g > 1 ? li.alpha_s : 0) : li.alpha_s;
         double b = shape_.nodes > 1 ? (g > 1 ? std::min(li.beta_Bps, ln.beta_Bps) : ln.beta_Bps) : li.beta_Bps;
-        t = algorithm == AllReduceAlgorithm::kRing ? FlatRingTime(p, a, b, n)
-                                                   : FlatHalvingDoublingTime(shape_.ranks(), a, b, n);
+        t = algorithm == CollectiveAlgorithm::kRing ? FlatRingTime(p, a, b, n)
+                                                    : FlatHalvingDoublingTime(shape_.ranks(), a, b, n);
         break;
       }
-      case AllReduceAlgorithm::kRecursiveDoubling: {
+      case CollectiveAlgorithm::kRecursiveDoubling: {
         // log2(g) exchanges inside the node, log2(N) across nodes with all g ranks sharing the NIC.
         const int si = CeilLog2(shape_.ranks_per_node);
         const int sn = CeilLog2(shape_.nodes);
@@ -139,7 +142,7 @@ Prediction CostModel::Predict(AllReduceAlgorithm algorithm, double bytes) const 
         if (sn > 0) t += sn * (ln.alpha_s + n * g / ln.beta_Bps);
         break;
       }
-      case AllReduceAlgorithm::kHierarchical: {
+      case CollectiveAlgorithm::kHierarchical: {
         if (g > 1) t += 2 * ((g - 1) * li.alpha_s + (g - 1) / g * n / li.beta_Bps);
         // Between nodes: the faster of a ring and halving-doubling among the N node shards.
         if (N > 1)
@@ -147,6 +150,7 @@ Prediction CostModel::Predict(AllReduceAlgorithm algorithm, double bytes) const 
                         FlatHalvingDoublingTime(shape_.nodes, ln.alpha_s, ln.beta_Bps, n));
         break;
       }
+      default: break;  // refused above
     }
   }
   Prediction pr;
@@ -162,7 +166,7 @@ Prediction CostModel::Best(double bytes) const {
   Prediction best;
   bool first = true;
   for (auto a : Applicable()) {
-    Prediction p = Predict(a, bytes);
+    Prediction p = *Predict(a, bytes);  // Applicable() lists modelled algorithms only
     if (first || p.time_s < best.time_s) {
       best = p;
       first = false;
@@ -175,7 +179,7 @@ std::vector<Prediction> CostModel::Sweep(double min_bytes, double max_bytes, dou
   std::vector<Prediction> out;
   if (!(factor > 1) || !(min_bytes > 0) || max_bytes < min_bytes) return out;
   for (double n = min_bytes; n <= max_bytes * (1 + 1e-12) && out.size() < 100000; n *= factor)
-    for (auto a : Applicable()) out.push_back(Predict(a, n));
+    for (auto a : Applicable()) out.push_back(*Predict(a, n));
   return out;
 }
 

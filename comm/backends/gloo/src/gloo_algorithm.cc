@@ -1,27 +1,15 @@
-// The gloo backend's all-reduce algorithms by name and as the selection table spells them.
+// The gloo backend's all-reduce algorithms.
 #include "gloo_internal.h"
 
 namespace commkit::comm::gloo {
 
-std::string_view ToString(GlooAlgorithm a) {
-  switch (a) {
-    case GlooAlgorithm::kRing: return "ring";
-    case GlooAlgorithm::kHalvingDoubling: return "halving_doubling";
-    case GlooAlgorithm::kBcube: return "bcube";
+std::optional<CollectiveAlgorithm> GlooAllreduceAlgorithm(CollectiveAlgorithm algorithm) {
+  switch (algorithm) {
+    case CollectiveAlgorithm::kRing:
+    case CollectiveAlgorithm::kHalvingDoubling:
+    case CollectiveAlgorithm::kBcube: return algorithm;
+    default: return std::nullopt;
   }
-  return "?";
-}
-
-GlooAlgorithm FromTable(tune::Algorithm a) {
-  return a == tune::Algorithm::kHalvingDoubling ? GlooAlgorithm::kHalvingDoubling
-         : a == tune::Algorithm::kBcube         ? GlooAlgorithm::kBcube
-                                                : GlooAlgorithm::kRing;
-}
-
-tune::Algorithm ToTable(GlooAlgorithm a) {
-  return a == GlooAlgorithm::kHalvingDoubling ? tune::Algorithm::kHalvingDoubling
-         : a == GlooAlgorithm::kBcube         ? tune::Algorithm::kBcube
-                                              : tune::Algorithm::kRing;
 }
 
 }  // namespace commkit::comm::gloo

@@ -101,11 +101,13 @@ class GlooBackend final : public Backend {
   // halving-doubling template falls back to the new-style ring where it cannot honor the call: its
   // count is an int, and its waits use the pairs' timeout fixed at connect (the group's default), so
   // a per-op timeout override goes to the new API, which takes the timeout per call.
-  GlooAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
-    GlooAlgorithm algo = FromTable(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).algorithm);
-    if (algo == GlooAlgorithm::kHalvingDoubling &&
+  CollectiveAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
+    CollectiveAlgorithm algo =
+        GlooAllreduceAlgorithm(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).algorithm)
+            .value_or(CollectiveAlgorithm::kRing);
+    if (algo == CollectiveAlgorithm::kHalvingDoubling &&
         (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_context_ == nullptr))
-      algo = GlooAlgorithm::kRing;
+      algo = CollectiveAlgorithm::kRing;
     return algo;
   }
 
@@ -114,14 +116,14 @@ class GlooBackend final : public Backend {
     if (count == 0) return;
     if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, buf, count, a.op.scalar);
     ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
-    GlooAlgorithm algo = AlgorithmFor(a, count);
+    CollectiveAlgorithm algo = AlgorithmFor(a, count);
     if (algo != last_algorithm_) {  // one debug line per change, not per call
       COMMKIT_LOG_DEBUG("gloo all-reduce: ", ToString(algo), " from ", Bytes(a, count), " bytes at ", size_, " ranks (",
                         table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).why, ")");
       last_algorithm_ = algo;
     }
-    tune::NoteRun("gloo", ToTable(algo));
-    if (algo == GlooAlgorithm::kHalvingDoubling) {
+    tune::NoteRun("gloo", algo);
+    if (algo == CollectiveAlgorithm::kHalvingDoubling) {
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
         ::gloo::ReductionFunction<T> reduce(::gloo::CUSTOM, &ReduceTrampoline<T>);
@@ -133,8 +135,8 @@ class GlooBackend final : public Backend {
       ::gloo::AllreduceOptions opts(context_);
       opts.setTag(Tag(a));
       opts.setTimeout(a.timeout);
-      opts.setAlgorithm(algo == GlooAlgorithm::kBcube ? ::gloo::AllreduceOptions::Algorithm::BCUBE
-                                                      : ::gloo::AllreduceOptions::Algorithm::RING);
+      opts.setAlgorithm(algo == CollectiveAlgorithm::kBcube ? ::gloo::AllreduceOptions::Algorithm::BCUBE
+                                                            : ::gloo::AllreduceOptions::Algorithm::RING);
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
         opts.setOutput(static_cast<T*>(buf), count);
@@ -347,7 +349,7 @@ class GlooBackend final : public Backend {
   int rank_, size_;
   tune::Table table_;
   std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
-  std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
+  std::optional<CollectiveAlgorithm> last_algorithm_;  // collectives run on one thread at a time
 };
 
 }  // namespace

@@ -204,7 +204,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
     std::shared_ptr<::gloo::rendezvous::Context> hd_context;
-    const bool uses_hd = table->Uses(CollectiveKind::kAllreduce, tune::Algorithm::kHalvingDoubling);
+    const bool uses_hd = table->Uses(CollectiveKind::kAllreduce, CollectiveAlgorithm::kHalvingDoubling);
     if (ctx.size > 1 && uses_hd) {
       hd_context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.size);
       hd_context->setTimeout(ctx.timeout);

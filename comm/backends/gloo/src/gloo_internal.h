@@ -8,23 +8,21 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "commkit/comm/backend.h"
 #include "commkit/comm/tuning.h"
+#include "commkit/common/collective_algorithm.h"
 
 namespace commkit::comm::gloo {
 
-// Gloo's all-reduce algorithms that commkit uses. kRing and kBcube are the new-style ::gloo::allreduce
-// (out-of-place capable, per-call tag and timeout); kHalvingDoubling is the old in-place template
-// ::gloo::AllreduceHalvingDoubling<T> (Debian's libgloo has no new-style halving-doubling).
-enum class GlooAlgorithm { kRing, kHalvingDoubling, kBcube };
-std::string_view ToString(GlooAlgorithm a);
-
-// The selection table's all-reduce algorithm (tuning.h; the built-in rules, halving-doubling for
-// small messages at power-of-two rank counts, are the gloo part of comm/src/tune) as Gloo's, and back.
-GlooAlgorithm FromTable(tune::Algorithm a);
-tune::Algorithm ToTable(GlooAlgorithm a);
+// `algorithm` when it is one of Gloo's all-reduce algorithms that commkit uses, else nullopt (the
+// selection table never gives gloo another: the gloo part of comm/src/tune lists these three). kRing
+// and kBcube are the new-style ::gloo::allreduce (out-of-place capable, per-call tag and timeout);
+// kHalvingDoubling is the old in-place template ::gloo::AllreduceHalvingDoubling<T> (Debian's libgloo
+// has no new-style halving-doubling).
+std::optional<CollectiveAlgorithm> GlooAllreduceAlgorithm(CollectiveAlgorithm algorithm);
 
 // A Gloo exception as a Status (timeouts as kTimeout, I/O errors as kRemoteError).
 Status FromGloo(const std::exception& e, std::string_view what);

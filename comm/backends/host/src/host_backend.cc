@@ -27,7 +27,7 @@ using algorithms::CountOffsets;
 #if COMMKIT_HAVE_UCX
 // The algorithm layer's parameters for an all-reduce between hosts: whole ring blocks per message
 // (UCX moves large messages without staging; a piece per step would add a round trip each).
-algorithms::AlgorithmChoice RemoteChoice(algorithms::Algorithm algorithm) {
+algorithms::AlgorithmChoice RemoteChoice(CollectiveAlgorithm algorithm) {
   algorithms::AlgorithmChoice c;
   c.algorithm = algorithm;
   c.segment_bytes = 0;
@@ -209,8 +209,9 @@ class HostBackend final : public Backend {
     const std::size_t e = SizeOf(a.dtype), bytes = a.count * e;
     const auto* in = static_cast<const std::uint8_t*>(a.send ? a.send : a.recv);
     // Flat or sliced: the selection table's choice (tuning.h).
-    const bool sliced = P() > 1 && table_.Select(a.kind, MemoryKind::kHost, bytes).algorithm == tune::Algorithm::kSliced;
-    tune::NoteRun("host", sliced ? tune::Algorithm::kSliced : tune::Algorithm::kFlat);
+    const bool sliced =
+        P() > 1 && table_.Select(a.kind, MemoryKind::kHost, bytes).algorithm == CollectiveAlgorithm::kSliced;
+    tune::NoteRun("host", sliced ? CollectiveAlgorithm::kSliced : CollectiveAlgorithm::kFlat);
     if (sliced) return Sliced(a, d, in, root);
     auto* out = static_cast<std::uint8_t*>(a.recv);
     COMMKIT_RETURN_IF_ERROR(Exchange(a, d, in, std::vector<std::size_t>(P(), bytes), [&](std::size_t lo, const auto& src) {
@@ -360,10 +361,11 @@ class HostBackend final : public Backend {
     const tune::Choice plan = a.kind == CollectiveKind::kAllreduce ? table_.Select(a.kind, MemoryKind::kHost, bytes)
                                                                    : tune::Choice{};  // ring
     if (a.kind == CollectiveKind::kAllreduce) tune::NoteRun("host", plan.algorithm);
-    if (plan.algorithm != tune::Algorithm::kHierarchical)
-      return remote_->collectives->Run(a, d, RemoteChoice(plan.algorithm == tune::Algorithm::kHalvingDoubling
-                                                              ? algorithms::Algorithm::kHalvingDoubling
-                                                              : algorithms::Algorithm::kRing));
+    if (plan.algorithm != CollectiveAlgorithm::kHierarchical)
+      return remote_->collectives->Run(
+          a, d,
+          RemoteChoice(plan.algorithm == CollectiveAlgorithm::kHalvingDoubling ? CollectiveAlgorithm::kHalvingDoubling
+                                                                               : CollectiveAlgorithm::kRing));
     const bool avg = a.op.kind == ReduceKind::kAvg;
     CollectiveArgs local = a;
     local.kind = CollectiveKind::kReduce;
@@ -372,9 +374,9 @@ class HostBackend final : public Backend {
     COMMKIT_RETURN_IF_ERROR(Reduction(local, d, 0));
     if (remote_->leader) {
       ReduceKind between = avg || a.op.kind == ReduceKind::kPreMulSum ? ReduceKind::kSum : a.op.kind;
-      const algorithms::Algorithm leaders = plan.params.between == tune::Algorithm::kHalvingDoubling
-                                                ? algorithms::Algorithm::kHalvingDoubling
-                                                : algorithms::Algorithm::kRing;
+      const CollectiveAlgorithm leaders = plan.params.between == CollectiveAlgorithm::kHalvingDoubling
+                                              ? CollectiveAlgorithm::kHalvingDoubling
+                                              : CollectiveAlgorithm::kRing;
       COMMKIT_RETURN_IF_ERROR(remote_->collectives->Allreduce(RemoteChoice(leaders), a, a.recv, a.count, between,
                                                               remote_->leaders, d));
       if (avg) DivideInPlace(a.dtype, a.recv, a.count, remote_->size);

@@ -1,6 +1,5 @@
 #include "host_remote.h"
 
-#include <cstring>
 #include <numeric>
 
 #include "commkit/comm/reduce_kernels.h"
@@ -52,11 +51,7 @@ class UcxAlgorithmTransport final : public alg::Transport {
   std::vector<char> empties_;
 };
 
-void CopyBytes(void* dst, const void* src, std::size_t bytes) {
-  if (bytes > 0 && dst != src) std::memcpy(dst, src, bytes);
-}
-
-alg::AlgorithmChoice Only(alg::Algorithm a) {
+alg::AlgorithmChoice Only(CollectiveAlgorithm a) {
   alg::AlgorithmChoice c;
   c.algorithm = a;
   return c;
@@ -93,7 +88,7 @@ Status RemoteCollectives::Run(const CollectiveArgs& a, Deadline d, const alg::Al
         out = staging_.data();
       }
       const auto* in = send ? send : recv;
-      CopyBytes(out, in, n * e);
+      alg::CopyBytes(out, in, n * e);
       if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, out, n, a.op.scalar);
       alg::AllreduceArgs args;
       args.buf = out;
@@ -106,12 +101,12 @@ Status RemoteCollectives::Run(const CollectiveArgs& a, Deadline d, const alg::Al
     }
     case CollectiveKind::kBroadcast:
       if (n == 0) return Status::Ok();
-      return alg::Broadcast(t, all, a.root, a.recv, n * e, Only(alg::Algorithm::kBinomialTree), d);
+      return alg::Broadcast(t, all, a.root, a.recv, n * e, Only(CollectiveAlgorithm::kBinomialTree), d);
     case CollectiveKind::kAllgather:
     case CollectiveKind::kAllgatherv: {
       auto off = a.kind == CollectiveKind::kAllgatherv ? alg::CountOffsets(a.counts, e) : alg::EvenOffsets(n * p, p, e);
-      if (send) CopyBytes(recv + off[r], send, off[r + 1] - off[r]);
-      return alg::Allgather(t, all, recv, off, Only(alg::Algorithm::kRing), d);
+      if (send) alg::CopyBytes(recv + off[r], send, off[r + 1] - off[r]);
+      return alg::Allgather(t, all, recv, off, Only(CollectiveAlgorithm::kRing), d);
     }
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kReduceScatterV: {
@@ -119,8 +114,8 @@ Status RemoteCollectives::Run(const CollectiveArgs& a, Deadline d, const alg::Al
       std::vector<std::uint8_t> work(send, send + off[p]);
       if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, work.data(), off[p] / e, a.op.scalar);
       COMMKIT_RETURN_IF_ERROR(alg::ReduceScatter(t, all, work.data(), off, e, GetReduceFunction(a.dtype, plain),
-                                                 Only(alg::Algorithm::kRing), d, scratch_));
-      CopyBytes(recv, work.data() + off[r], off[r + 1] - off[r]);
+                                                 Only(CollectiveAlgorithm::kRing), d, scratch_));
+      alg::CopyBytes(recv, work.data() + off[r], off[r + 1] - off[r]);
       if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, recv, (off[r + 1] - off[r]) / e, p);
       return Status::Ok();
     }
@@ -133,14 +128,14 @@ Status RemoteCollectives::Run(const CollectiveArgs& a, Deadline d, const alg::Al
         staging_.assign(recv, recv + soff[p]);
         send = staging_.data();
       }
-      return alg::Alltoall(t, all, send, soff, recv, roff, Only(alg::Algorithm::kPairwise), d);
+      return alg::Alltoall(t, all, send, soff, recv, roff, Only(CollectiveAlgorithm::kPairwise), d);
     }
     case CollectiveKind::kGather:
-      return alg::Gather(t, all, a.root, send, recv, n * e, Only(alg::Algorithm::kDirect), d);
+      return alg::Gather(t, all, a.root, send, recv, n * e, Only(CollectiveAlgorithm::kDirect), d);
     case CollectiveKind::kScatter:
-      return alg::Scatter(t, all, a.root, send, recv, n * e, Only(alg::Algorithm::kDirect), d);
+      return alg::Scatter(t, all, a.root, send, recv, n * e, Only(CollectiveAlgorithm::kDirect), d);
     case CollectiveKind::kBarrier:
-      return alg::Barrier(t, all, Only(alg::Algorithm::kDissemination), d);
+      return alg::Barrier(t, all, Only(CollectiveAlgorithm::kDissemination), d);
     case CollectiveKind::kSend:
     case CollectiveKind::kRecv: {
       // The user's 32-bit tag spreads over the sequence (24 bits) and step (8 of 16 bits) fields.

@@ -106,13 +106,12 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         args.count = a.count;
         args.elem_size = SizeOf(a.dtype);
         args.reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
-        tune::NoteRun("mpi", choice->algorithm == algorithms::Algorithm::kRing ? tune::Algorithm::kRing
-                                                                               : tune::Algorithm::kRecursiveDoubling);
+        tune::NoteRun("mpi", choice->algorithm);
         Status st = algorithms::Allreduce(t, algorithms::Group(rank_, size_), args, *choice, DeadlineFor(a), p2p_scratch_);
         if (p2p_scratch_.size() > kKeepScratchBytes) std::vector<char>().swap(p2p_scratch_);
         COMMKIT_RETURN_IF_ERROR(st);
       } else {
-        tune::NoteRun("mpi", tune::Algorithm::kLibrary);
+        tune::NoteRun("mpi", CollectiveAlgorithm::kLibrary);
         if (in != nullptr && in != a.recv) std::memcpy(a.recv, in, Bytes(a, a.count));
         if (premul) ScaleInPlace(a.dtype, a.recv, a.count, a.op.scalar);
         COMMKIT_RETURN_IF_ERROR(PostStaged(a, "MPI_Iallreduce", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},
@@ -128,7 +127,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       if (UseP2p(a, a.count) && Bytes(a, a.count) <= kP2pBroadcastMaxBytes) {
         Transport t(*this, a);
         return algorithms::Broadcast(t, algorithms::Group(rank_, size_), a.root, a.recv, Bytes(a, a.count),
-                                     {algorithms::Algorithm::kBinomialTree}, DeadlineFor(a));
+                                     {CollectiveAlgorithm::kBinomialTree}, DeadlineFor(a));
       }
       return PostStaged(a, "MPI_Ibcast", nullptr, 0, a.recv, Bytes(a, a.count), nullptr, {},
                         [&](const void*, void* buf, MPI_Request* r) { return MPI_Ibcast(buf, n, type, a.root, comm_, r); });
@@ -251,7 +250,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
     case CollectiveKind::kBarrier:
       if (p2p_comm_ != MPI_COMM_NULL) {
         Transport t(*this, a);
-        return algorithms::Barrier(t, algorithms::Group(rank_, size_), {algorithms::Algorithm::kDissemination},
+        return algorithms::Barrier(t, algorithms::Group(rank_, size_), {CollectiveAlgorithm::kDissemination},
                                    DeadlineFor(a));
       }
       return PostStaged(a, "MPI_Ibarrier", nullptr, 0, nullptr, 0, nullptr, {},

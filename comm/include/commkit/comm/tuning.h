@@ -16,6 +16,7 @@
 //   item    := target ':' range ':' algorithm { ':' param }
 //   target  := [ backend '.' ] collective [ '@' memory ]     backend: host | gloo | mpi
 //   range   := size '-' [ size ]  |  '*'                     half-open [lo, hi); "64K-" has no end
+//   algorithm := a name of commkit/common/collective_algorithm.h (ToString's spelling)
 //   size    := digits [ 'K' | 'M' | 'G' ] [ 'i' ] [ 'B' ]    binary multiples: 64K = 65536
 //   param   := 'segment=' size | 'between=' algorithm
 //            | ( 'ranks' | 'nodes' | 'ppn' ) '=' count [ '-' [ count ] ]   (the item applies only there)
@@ -38,23 +39,10 @@
 #include "commkit/comm/backend.h"
 #include "commkit/comm/store.h"
 #include "commkit/comm/types.h"
+#include "commkit/common/collective_algorithm.h"
 #include "commkit/common/status.h"
 
 namespace commkit::tune {
-
-enum class Algorithm : std::uint8_t {
-  kFlat,               // host, within a host: every rank reduces every rank's input from the shared slots
-  kSliced,             // host, within a host: each rank reduces 1/p of every slot, then all gather
-  kRing,               // reduce-scatter + all-gather around a ring
-  kRecursiveDoubling,  // log2(p) whole-buffer exchanges (mpi point-to-point)
-  kHalvingDoubling,    // recursive halving reduce-scatter + recursive doubling all-gather
-  kHierarchical,       // host across hosts: reduce within hosts, all-reduce among leaders, broadcast
-  kBcube,              // gloo
-  kLibrary,            // mpi: the library's own collective (MPI_Iallreduce)
-};
-inline constexpr int kNumAlgorithms = 8;
-std::string_view ToString(Algorithm algorithm);
-std::optional<Algorithm> ParseAlgorithm(std::string_view name);  // case-insensitive
 
 // Where a choice came from, in increasing precedence.
 enum class Source : std::uint8_t { kDefault, kTopology, kCalibration, kEnv };
@@ -77,7 +65,7 @@ struct CountRange {
 
 struct Params {
   std::size_t segment_bytes = 0;     // pipelining piece; 0: the backend's own
-  std::optional<Algorithm> between;  // hierarchical: the algorithm among the nodes' leaders
+  std::optional<CollectiveAlgorithm> between;  // hierarchical: the algorithm among the nodes' leaders
   bool operator==(const Params&) const = default;
 };
 
@@ -88,7 +76,7 @@ struct Rule {
   std::size_t min_bytes = 0;         // inclusive
   std::size_t max_bytes = kNoLimit;  // exclusive; kNoLimit: no upper bound
   CountRange ranks, ranks_per_node, nodes;
-  Algorithm algorithm = Algorithm::kRing;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   Params params;
   Source source = Source::kDefault;
   std::string why;                   // "COMMKIT_TUNE item 2 'allreduce:0-64K:ring'"
@@ -104,13 +92,14 @@ std::optional<std::size_t> ParseBytes(std::string_view text);
 std::string FormatRule(const Rule& rule);
 
 // The algorithms `backend` can run for `collective` in a group of `shape` (empty: not tunable).
-std::vector<Algorithm> Algorithms(std::string_view backend, CollectiveKind collective, const GroupShape& shape);
+std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, CollectiveKind collective,
+                                            const GroupShape& shape);
 
 // ---- calibration: a measured alpha/beta per (backend, algorithm, ranks), cached per machine ----
 struct Fit {
   std::string backend;
   CollectiveKind collective = CollectiveKind::kAllreduce;
-  Algorithm algorithm = Algorithm::kRing;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   int ranks = 2;
   std::size_t min_bytes = 0;         // the sizes this fit was measured on: [min, max)
   std::size_t max_bytes = kNoLimit;
@@ -127,7 +116,7 @@ struct Calibration {
   std::vector<Fit> fits;
   // The fit for this backend/collective/algorithm/ranks whose size range holds `bytes` (the nearest
   // one when none does), or null.
-  const Fit* Find(std::string_view backend, CollectiveKind collective, Algorithm algorithm, int ranks,
+  const Fit* Find(std::string_view backend, CollectiveKind collective, CollectiveAlgorithm algorithm, int ranks,
                   std::size_t bytes) const;
 };
 
@@ -160,7 +149,7 @@ double PredictSeconds(const Fit& fit, double bytes);
 // ---- the table ----
 // Select is called on every collective: a Choice holds no allocation; `why` points into the Table.
 struct Choice {
-  Algorithm algorithm = Algorithm::kRing;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   Params params;
   Source source = Source::kDefault;
   std::string_view why;
@@ -201,11 +190,12 @@ class Table {
 
   // The predicted time of `algorithm` at `bytes` (calibration first, then the cost model); < 0 when
   // neither covers this backend/algorithm/shape. The string says which ("calibration: ...").
-  std::pair<double, std::string> Predict(CollectiveKind collective, Algorithm algorithm, std::size_t bytes) const;
+  std::pair<double, std::string> Predict(CollectiveKind collective, CollectiveAlgorithm algorithm,
+                                         std::size_t bytes) const;
 
   // Whether any rule for `collective` in this group chooses `algorithm` (a backend that must prepare
   // for an algorithm at connect asks this).
-  bool Uses(CollectiveKind collective, Algorithm algorithm) const;
+  bool Uses(CollectiveKind collective, CollectiveAlgorithm algorithm) const;
 
   std::string_view backend() const { return backend_; }
   const GroupShape& shape() const { return shape_; }
@@ -230,7 +220,7 @@ struct PlanRow {
   CollectiveKind collective = CollectiveKind::kAllreduce;
   MemoryKind memory = MemoryKind::kHost;
   std::size_t min_bytes = 0, max_bytes = 0;  // the bucket, inclusive
-  Algorithm algorithm = Algorithm::kRing;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   Params params;
   Source source = Source::kDefault;
   std::string why;
@@ -246,7 +236,7 @@ std::string Describe(const Table& table, CollectiveKind collective, MemoryKind m
 std::string PlanJson(const std::vector<PlanRow>& rows);  // one JSON array
 
 // ---- what the backends ran: counters a test or a tool can read ----
-void NoteRun(std::string_view backend, Algorithm algorithm);
-std::uint64_t RunCount(std::string_view backend, Algorithm algorithm);
+void NoteRun(std::string_view backend, CollectiveAlgorithm algorithm);
+std::uint64_t RunCount(std::string_view backend, CollectiveAlgorithm algorithm);
 
 }  // namespace commkit::tune

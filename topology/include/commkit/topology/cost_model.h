@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "commkit/common/collective_algorithm.h"
 #include "commkit/common/status.h"
 
 namespace commkit::topology {
@@ -68,11 +69,8 @@ struct ClusterShapeOptions {
 // IB/RoCE/EFA), DefaultLinkCost(kNetwork) when none is known. Each LinkCost says where it came from.
 ClusterShape ClusterShapeFromTopology(const Topology& topo, const ClusterShapeOptions& options = {});
 
-enum class AllReduceAlgorithm : std::uint8_t { kRing, kRecursiveDoubling, kHierarchical, kHalvingDoubling };
-std::string_view ToString(AllReduceAlgorithm a);
-
 struct Prediction {
-  AllReduceAlgorithm algorithm = AllReduceAlgorithm::kRing;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   double bytes = 0;
   double time_s = 0;
   double algbw_Bps = 0;
@@ -82,7 +80,7 @@ struct Prediction {
 struct SizeRange {
   double min_bytes = 0;  // inclusive
   double max_bytes = 0;  // inclusive (the last size evaluated)
-  AllReduceAlgorithm best = AllReduceAlgorithm::kRing;
+  CollectiveAlgorithm best = CollectiveAlgorithm::kRing;
 };
 
 class CostModel {
@@ -91,14 +89,17 @@ class CostModel {
   static Result<CostModel> Create(ClusterShape shape);
 
   const ClusterShape& shape() const { return shape_; }
-  Prediction Predict(AllReduceAlgorithm algorithm, double bytes) const;
+  // The algorithms with a formula above: ring, recursive_doubling, halving_doubling, hierarchical.
+  static bool Models(CollectiveAlgorithm algorithm);
+  // InvalidArgument for an algorithm the model has no formula for (Models() is false).
+  Result<Prediction> Predict(CollectiveAlgorithm algorithm, double bytes) const;
   // The fastest algorithm for this size (hierarchical only considered with >1 node and >1 rank/node).
   Prediction Best(double bytes) const;
   // Predictions for sizes min..max, multiplying by `factor` (>1), for every applicable algorithm.
   std::vector<Prediction> Sweep(double min_bytes, double max_bytes, double factor = 2) const;
   // Consecutive size ranges with the same best algorithm, over the same sweep.
   std::vector<SizeRange> Choices(double min_bytes, double max_bytes, double factor = 2) const;
-  std::vector<AllReduceAlgorithm> Applicable() const;
+  std::vector<CollectiveAlgorithm> Applicable() const;
 
  private:
   explicit CostModel(ClusterShape shape) : shape_(std::move(shape)) {}

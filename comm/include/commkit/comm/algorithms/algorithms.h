@@ -18,28 +18,15 @@
 #include "commkit/comm/algorithms/transport.h"
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/comm/tuning.h"
+#include "commkit/common/collective_algorithm.h"
 #include "commkit/common/status.h"
 
 namespace commkit::comm::algorithms {
 
-enum class Algorithm : std::uint8_t {
-  kRing,               // all-reduce, reduce-scatter, all-gather: 2(p-1) steps, 2(p-1)/p of the data per rank
-  kRecursiveDoubling,  // all-reduce: ceil(log2 p) exchanges of the whole buffer (small messages)
-  kHalvingDoubling,    // all-reduce (Rabenseifner): 2 log2 p steps, the ring's bytes
-  kBinomialTree,       // broadcast
-  kDissemination,      // barrier
-  kPairwise,           // all-to-all(v)
-  kDirect,             // gather, scatter: the root exchanges with every rank
-};
-
-// "ring", "recursive_doubling", "halving_doubling", "binomial_tree", "dissemination", "pairwise", "direct".
-std::string_view ToString(Algorithm algorithm);
-// The algorithm named `name` (as ToString spells it), or InvalidArgument listing the names.
-Result<Algorithm> ParseAlgorithm(std::string_view name);
-
 // Which algorithm runs, with its parameters. Every rank of a collective must pass the same choice.
+// Each entry below runs only the algorithms it names and returns InvalidArgument for any other.
 struct AlgorithmChoice {
-  Algorithm algorithm = Algorithm::kRing;
+  CollectiveAlgorithm algorithm = CollectiveAlgorithm::kRing;
   // Ring reduce-scatter (and the ring all-reduce): each block moves in pieces of at most this many
   // bytes, each reduced while it is still in cache. 0: whole blocks.
   std::size_t segment_bytes = std::size_t{256} << 10;
@@ -68,6 +55,8 @@ Status Allreduce(Transport& t, const Group& group, const AllreduceArgs& args, co
 std::vector<std::size_t> EvenOffsets(std::size_t count, int parts, std::size_t elem_size);
 // Byte offsets of consecutive blocks of `counts[i]` elements (counts.size() + 1 entries).
 std::vector<std::size_t> CountOffsets(std::span<const std::size_t> counts, std::size_t elem_size);
+// memcpy for blocks that may be empty (an empty block's pointer may be null) or already in place.
+void CopyBytes(void* dst, const void* src, std::size_t bytes);
 
 // Ring reduce-scatter in place (kRing): `buf` holds group.size() blocks, block i at bytes
 // [offsets[i], offsets[i+1]). Afterwards position i's block i holds the reduction of every rank's
