@@ -397,7 +397,7 @@ TEST(TuneCalibration, FitPiecesFollowACacheKnee) {
   c.fits = tune::FitPieces(key, samples);
   EXPECT_GE(c.fits.size(), 4u);
   for (const auto& [n, t] : samples) {
-    const tune::Fit* p = c.Find("host", kAll, Algorithm::kRing, 2, static_cast<std::size_t>(n));
+    const tune::Fit* p = c.Find("host", kAll, CollectiveAlgorithm::kRing, 2, static_cast<std::size_t>(n));
     ASSERT_NE(p, nullptr);
     EXPECT_NEAR(tune::PredictSeconds(*p, n) / t, 1.0, 0.1) << n;
   }
