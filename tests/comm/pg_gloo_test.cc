@@ -108,7 +108,7 @@ class GlooHalvingDoublingCache : public ::testing::TestWithParam<int> {
     level_ = GetLogLevel();
     SetLogLevel(LogLevel::kDebug);
     SetLogSink([this](LogLevel, std::string_view line) {
-      if (line.find("halving-doubling: built the ") == std::string_view::npos) return;
+      if (line.find("halving-doubling: built the template") == std::string_view::npos) return;
       std::lock_guard<std::mutex> lock(mu_);
       ++builds_;
     });
@@ -125,12 +125,6 @@ class GlooHalvingDoublingCache : public ::testing::TestWithParam<int> {
     EXPECT_EQ(builds_ % local, 0) << builds_ << " builds over " << local << " ranks";
     return builds_ / local;
   }
-
-  // A rank whose last halving-doubling call has returned may tear its group down while a peer still
-  // waits in that call, which then fails with "Connection closed by peer" (Gloo's template does not
-  // wait for its last notification sends; seen in about 1 of 15-30 runs at 4 ranks, before the
-  // templates were kept too). A barrier on the main mesh keeps every rank until all are done.
-  static void Settle(ProcessGroup& pg) { COMMKIT_WAIT_OK(pg.Barrier()); }
 
   // All-reduce (SUM or MAX) of call k's values, checked against the closed form; out of place the
   // input must come back untouched.
@@ -177,7 +171,6 @@ TEST_P(GlooHalvingDoublingCache, ReusedOnlyForTheSameShape) {
     Buffer d(DataType::kFloat64, 7), d_out(DataType::kFloat64, 7);
     Check(pg, DataType::kFloat64, ReduceOp::Sum(), d, d_out, false, 6);  // builds (8 bytes x 7)
     Check(pg, f32, ReduceOp::Sum(), b, b_out, true, 7);    // 4 bytes x 7 again: kept
-    Settle(pg);
   }, options);
   EXPECT_EQ(BuildsPerRank(ranks), 3);
 }
@@ -197,60 +190,10 @@ TEST_P(GlooHalvingDoublingCache, EvictedShapesAreRebuiltAlike) {
         Check(pg, DataType::kInt32, ReduceOp::Sum(), in, out, pass == 1, 10 * pass + s);
       }
     }
-    Settle(pg);
   }, options);
   const int builds = BuildsPerRank(ranks);
   EXPECT_GT(builds, kShapes) << "the second pass rebuilt nothing, so nothing was evicted";
   EXPECT_LE(builds, 2 * kShapes);
-}
-
-// Reduce-scatter runs Gloo's halving-doubling reduce-scatter through the same cache at power-of-two
-// rank counts (its mesh made at the first reduce-scatter when the all-reduce table never picks
-// halving-doubling, as forced here): kept per (element size, per-rank counts); a block of zero
-// elements (which the template cannot take), and any call at 3 ranks, get the right result through
-// the all-reduce.
-TEST_P(GlooHalvingDoublingCache, ReduceScatterReusedOnlyForTheSameShape) {
-  ScopedEnv env("COMMKIT_TUNE", "gloo.allreduce:*:ring");
-  ProcessGroupOptions options;
-  options.check_mismatch = false;
-  const int ranks = GetParam();
-  RunRanks("gloo", ranks, [&](ProcessGroup& pg) {
-    const int p = pg.size(), r = pg.rank();
-    auto run = [&](DataType t, ReduceOp op, const std::vector<std::size_t>& counts, bool v, int k) {
-      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-      const std::size_t offset = std::accumulate(counts.begin(), counts.begin() + r, std::size_t{0});
-      auto value = [&](int rank, std::size_t j) { return static_cast<double>(k + rank + static_cast<int>(j % 3)); };
-      Buffer in(t, total), out(t, counts[r]);
-      for (std::size_t j = 0; j < total; ++j) in.set(j, value(r, j));
-      if (v) {
-        COMMKIT_WAIT_OK(pg.ReduceScatterV(in.data(), out.data(), counts, t, op));
-      } else {
-        COMMKIT_WAIT_OK(pg.ReduceScatter(in.data(), out.data(), counts[0], t, op));
-      }
-      for (std::size_t i = 0; i < counts[r]; ++i) {
-        double want = op.kind == ReduceKind::kMax ? value(p - 1, offset + i) : 0;
-        if (op.kind == ReduceKind::kSum)
-          for (int q = 0; q < p; ++q) want += value(q, offset + i);
-        ASSERT_EQ(out.at(i), want) << ToString(t) << " " << op.ToString() << " i=" << i << " call " << k;
-      }
-    };
-    const std::vector<std::size_t> five(static_cast<std::size_t>(p), 5);
-    std::vector<std::size_t> uneven, with_zero;
-    for (int q = 0; q < p; ++q) {
-      uneven.push_back(static_cast<std::size_t>(q + 1));
-      with_zero.push_back(static_cast<std::size_t>(q % 2 == 1 ? 0 : q + 2));
-    }
-    run(DataType::kFloat32, ReduceOp::Sum(), five, false, 1);  // builds (4 bytes, 5 per rank)
-    run(DataType::kFloat32, ReduceOp::Sum(), five, false, 2);  // new buffers, same shape
-    run(DataType::kInt32, ReduceOp::Max(), five, true, 3);     // another dtype and op of 4 bytes
-    run(DataType::kFloat32, ReduceOp::Sum(), uneven, true, 4);  // builds (4 bytes, 1..p)
-    run(DataType::kFloat32, ReduceOp::Sum(), with_zero, true, 5);  // all-reduce (ring): no build
-    run(DataType::kFloat64, ReduceOp::Sum(), five, false, 6);  // builds (8 bytes, 5 per rank)
-    run(DataType::kFloat32, ReduceOp::Sum(), five, false, 7);  // kept
-    Settle(pg);
-  }, options);
-  const bool power_of_two = (ranks & (ranks - 1)) == 0;
-  EXPECT_EQ(BuildsPerRank(ranks), power_of_two ? 3 : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooHalvingDoublingCache, ::testing::Values(2, 3, 4),

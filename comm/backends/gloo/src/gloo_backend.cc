@@ -49,12 +49,10 @@ constexpr std::size_t kHdCacheBytes = std::size_t{64} << 20;
 class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
-              std::shared_ptr<::gloo::rendezvous::Context> hd_context, ConnectMesh connect_hd,
-              std::shared_ptr<::gloo::transport::Device> device,
+              std::shared_ptr<::gloo::rendezvous::Context> hd_context, std::shared_ptr<::gloo::transport::Device> device,
               int rank, int size, tune::Table table, std::chrono::milliseconds pair_timeout)
       : context_(std::move(context)),
         hd_context_(std::move(hd_context)),
-        connect_hd_(std::move(connect_hd)),
         device_(std::move(device)),
         rank_(rank),
         size_(size),
@@ -125,16 +123,6 @@ class GlooBackend final : public Backend {
     std::memcpy(copy, in, bytes);
     return copy;
   }
-  // The halving-doubling templates, connecting their mesh first if that was left for later. Only from
-  // a collective call (every rank gets here at the same call).
-  HalvingDoublingCache& Hd() {
-    if (hd_cache_ == nullptr) {
-      if (hd_context_ == nullptr) hd_context_ = connect_hd_();
-      hd_cache_ = std::make_unique<HalvingDoublingCache>(hd_context_, kHdCacheEntries, kHdCacheBytes);
-    }
-    return *hd_cache_;
-  }
-
   std::uint32_t Tag(const CollectiveArgs& a) const { return static_cast<std::uint32_t>(a.sequence & 0x7FFFFFFF); }
 
   // The algorithm for one all-reduce: the selection table's choice, except that the old
@@ -144,7 +132,7 @@ class GlooBackend final : public Backend {
   GlooAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
     GlooAlgorithm algo = FromTable(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).algorithm);
     if (algo == GlooAlgorithm::kHalvingDoubling &&
-        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_context_ == nullptr))
+        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_cache_ == nullptr))
       algo = GlooAlgorithm::kRing;
     return algo;
   }
@@ -168,7 +156,7 @@ class GlooBackend final : public Backend {
     }
     tune::NoteRun("gloo", ToTable(algo));
     if (algo == GlooAlgorithm::kHalvingDoubling) {
-      Hd().Allreduce(in, out, SizeOf(a.dtype), count, fn);
+      hd_cache_->Allreduce(in, out, SizeOf(a.dtype), count, fn);
     } else {
       ::gloo::AllreduceOptions opts(context_);
       opts.setTag(Tag(a));
@@ -271,38 +259,14 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kReduceScatter:
       case CollectiveKind::kReduceScatterV: {
+        // All-reduce of the whole input into scratch, then this rank's block (Gloo has no out-of-place
+        // reduce-scatter).
         const bool even = a.kind == CollectiveKind::kReduceScatter;
-        if (even) {
-          rs_counts_.assign(p, a.count);
-        } else {
-          rs_counts_.assign(a.counts.begin(), a.counts.end());
-        }
-        const std::size_t total = std::accumulate(rs_counts_.begin(), rs_counts_.end(), std::size_t{0});
-        const std::size_t offset = std::accumulate(rs_counts_.begin(), rs_counts_.begin() + rank_, std::size_t{0});
-        const std::size_t mine = rs_counts_[rank_];
+        const std::size_t total = even ? a.count * p : std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+        const std::size_t offset =
+            even ? a.count * rank_ : std::accumulate(a.counts.begin(), a.counts.begin() + rank_, std::size_t{0});
+        const std::size_t mine = even ? a.count : a.counts[rank_];
         if (total == 0) return Status::Ok();
-        // Gloo's halving-doubling reduce-scatter (what a caller of Gloo uses: it moves half the data of
-        // an all-reduce), on the old-style mesh. Its limits: an int total, no empty block, the
-        // timeout fixed in the pairs at connect, and a power-of-two rank count: otherwise the ranks
-        // outside the largest power-of-two block send their data to it without waiting for the sends
-        // to finish, so a kept template's next call (its buffer refilled) could still be sending the
-        // last call's data (seen at 3 ranks: a block reduced with the next call's input). Otherwise an
-        // all-reduce into scratch, then this rank's block.
-        const bool template_ok = size_ > 1 && (size_ & (size_ - 1)) == 0 && total <= static_cast<std::size_t>(INT_MAX) &&
-                                 a.timeout == pair_timeout_ &&
-                                 std::find(rs_counts_.begin(), rs_counts_.end(), std::size_t{0}) == rs_counts_.end();
-        if (template_ok) {
-          const void* in = a.send;
-          if (a.op.kind == ReduceKind::kPreMulSum) {
-            char* scaled = Scratch(0, Bytes(a, total));
-            std::memcpy(scaled, in, Bytes(a, total));
-            ScaleInPlace(a.dtype, scaled, total, a.op.scalar);
-            in = scaled;
-          }
-          Hd().ReduceScatter(in, a.recv, SizeOf(a.dtype), rs_counts_, GetReduceFunction(a.dtype, a.op.kind));
-          if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, mine, size_);
-          return Status::Ok();
-        }
         char* full = Scratch(0, Bytes(a, total));
         Allreduce(a, a.send, full, total);
         if (mine) std::memcpy(a.recv, full + Bytes(a, offset), Bytes(a, mine));
@@ -415,7 +379,6 @@ class GlooBackend final : public Backend {
   // buffers on the same TCP pairs stalled each other (an auto run mixing them at 3 ranks took 22 ms
   // per 16 B call and 13.7 s per 16 MiB call, against 1-7 ms and 39 ms for either alone).
   std::shared_ptr<::gloo::rendezvous::Context> hd_context_;
-  ConnectMesh connect_hd_;  // makes hd_context_ when it was not made at connect
   std::shared_ptr<::gloo::transport::Device> device_;
   int rank_, size_;
   tune::Table table_;
@@ -423,7 +386,6 @@ class GlooBackend final : public Backend {
   std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
   std::unique_ptr<HalvingDoublingCache> hd_cache_;  // with hd_context_
   std::vector<char> scratch_[2];
-  std::vector<std::size_t> rs_counts_;  // reduce-scatter's per-rank counts, reused
 };
 
 }  // namespace
@@ -440,10 +402,10 @@ Status FromGloo(const std::exception& e, std::string_view what) {
 }
 
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
-                                         std::shared_ptr<::gloo::rendezvous::Context> hd_context, ConnectMesh connect_hd,
+                                         std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
                                          tune::Table table, std::chrono::milliseconds pair_timeout) {
-  return std::make_unique<GlooBackend>(std::move(context), std::move(hd_context), std::move(connect_hd), std::move(device), rank, size,
+  return std::make_unique<GlooBackend>(std::move(context), std::move(hd_context), std::move(device), rank, size,
                                        std::move(table), pair_timeout);
 }
 

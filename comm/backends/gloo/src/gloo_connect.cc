@@ -203,25 +203,19 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     GlooStore store(ctx.store, ctx.timeout);
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
-    // Halving-doubling's own mesh: at once when the all-reduce table can pick it, else at the first
-    // reduce-scatter (a collective call, so every rank connects at the same point).
-    ConnectMesh connect_hd = [rank = ctx.rank, size = ctx.size, timeout = ctx.timeout, store = ctx.store, device,
-                              prime = static_cast<std::size_t>(prime_bytes)]() mutable {
-      auto hd = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-      hd->setTimeout(timeout);
-      GlooStore hd_store(store, timeout, "hd/");
-      hd->connectFullMesh(hd_store, device);
-      PrimePairs(*hd, prime, timeout);
-      PrimeOldStylePairs(*hd, prime);
-      return hd;
-    };
     std::shared_ptr<::gloo::rendezvous::Context> hd_context;
     const bool uses_hd = table->Uses(CollectiveKind::kAllreduce, tune::Algorithm::kHalvingDoubling);
-    if (ctx.size > 1 && uses_hd) hd_context = connect_hd();
+    if (ctx.size > 1 && uses_hd) {
+      hd_context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.size);
+      hd_context->setTimeout(ctx.timeout);
+      GlooStore hd_store(ctx.store, ctx.timeout, "hd/");
+      hd_context->connectFullMesh(hd_store, device);
+      PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
+      PrimeOldStylePairs(*hd_context, static_cast<std::size_t>(prime_bytes));
+    }
     COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
                      " bytes, all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost));
-    return MakeGlooBackend(context, hd_context, std::move(connect_hd), device, ctx.rank, ctx.size, std::move(*table),
-                           ctx.timeout);
+    return MakeGlooBackend(context, hd_context, device, ctx.rank, ctx.size, std::move(*table), ctx.timeout);
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
                                                      " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));

@@ -1,12 +1,11 @@
-// Private to the gloo backend: Gloo's old-style halving-doubling all-reduce and reduce-scatter, built
-// once per shape and reused across calls.
+// Private to the gloo backend: Gloo's old-style halving-doubling all-reduce, built once per shape and
+// reused across calls.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <vector>
 
 #include <gloo/context.h>
 
@@ -14,15 +13,15 @@
 
 namespace commkit::comm::gloo {
 
-// Building ::gloo::AllreduceHalvingDoubling<T> (or ReduceScatterHalvingDoubling<T>) registers its pair
-// buffers on fresh slots. Built per call, a peer's first message usually arrives before the buffer for
-// its slot is registered, and Gloo's event loop then polls for the registration (it expects this only
-// at start-up): on two oversubscribed cores that cost 350-1660 us per small all-reduce. So each
-// template instance is built once per shape (collective, element size, counts) and kept.
+// Building ::gloo::AllreduceHalvingDoubling<T> registers its pair buffers on fresh slots. Built per
+// call, a peer's first message usually arrives before the buffer for its slot is registered, and
+// Gloo's event loop then polls for the registration (it expects this only at start-up): on two
+// oversubscribed cores that cost 350-1660 us per small call, against ~100 us for Gloo's ring. So each
+// template instance is built once per (element size, element count) and kept.
 //
 // Every rank must build (and evict) at the same calls, because each build draws the next slots of the
-// shared context: the key holds only what every rank's call agrees on (not the caller's pointers), and
-// each entry works in a buffer of its own that the caller's data is copied into and out of. Eviction
+// shared context: the key holds only what every rank's call agrees on (not the caller's pointer), and
+// each entry reduces in a buffer of its own that the caller's data is copied into and out of. Eviction
 // is least-recently-used by call order, the same on every rank. The reduction is chosen per call
 // (ReduceFunction), so one entry serves every dtype and op of its element size.
 class HalvingDoublingCache {
@@ -39,28 +38,18 @@ class HalvingDoublingCache {
   // exceptions; the cache is then emptied (a failed run leaves its buffers in an unknown state).
   void Allreduce(const void* in, void* out, std::size_t elem_size, std::size_t count, ReduceFunction fn);
 
-  // Reduce-scatter of `in` (the sum of `counts` elements) with `fn`: rank r's block (counts[r]
-  // elements, after the blocks of the ranks before it) reduced into `out`. Every count must be > 0 and
-  // the total must fit in an int. Throws like Allreduce.
-  void ReduceScatter(const void* in, void* out, std::size_t elem_size, const std::vector<std::size_t>& counts,
-                     ReduceFunction fn);
-
   std::size_t entries() const { return lru_.size(); }
   std::uint64_t builds() const { return builds_; }  // template instances built so far
 
-  enum class Kind { kAllreduce, kReduceScatter };
   struct Entry;  // defined in the .cc (one per template instance)
 
  private:
-  Entry& Find(Kind kind, std::size_t elem_size, const std::vector<std::size_t>& counts);
-  void Run(Kind kind, const void* in, void* out, std::size_t elem_size, const std::vector<std::size_t>& counts,
-           ReduceFunction fn);
+  Entry& Find(std::size_t elem_size, std::size_t count);
 
   std::shared_ptr<::gloo::Context> context_;
   std::size_t max_entries_, max_bytes_;
   std::size_t bytes_ = 0;
   std::uint64_t builds_ = 0;
-  std::vector<std::size_t> key_;           // Allreduce's counts, reused
   std::list<std::unique_ptr<Entry>> lru_;  // most recently used first; a handful of entries
 };
 

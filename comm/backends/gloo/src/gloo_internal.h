@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstddef>
 #include <exception>
-#include <functional>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
 #include <memory>
@@ -30,14 +29,9 @@ tune::Algorithm ToTable(GlooAlgorithm a);
 // A Gloo exception as a Status (timeouts as kTimeout, I/O errors as kRemoteError).
 Status FromGloo(const std::exception& e, std::string_view what);
 
-// Connects (collectively: every rank calls it at the same point) the second mesh that Gloo's old-style
-// halving-doubling templates run on. Throws Gloo's exceptions.
-using ConnectMesh = std::function<std::shared_ptr<::gloo::rendezvous::Context>()>;
-
-// The Backend over connected contexts (`hd_context`: the halving-doubling mesh, or null; then
-// `connect_hd` makes it at the first call that needs it).
+// The Backend over connected contexts (`hd_context`: a second mesh for halving-doubling, or null).
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
-                                         std::shared_ptr<::gloo::rendezvous::Context> hd_context, ConnectMesh connect_hd,
+                                         std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
                                          tune::Table table, std::chrono::milliseconds pair_timeout);
 
