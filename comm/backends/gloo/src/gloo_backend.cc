@@ -101,9 +101,10 @@ class GlooBackend final : public Backend {
  private:
   std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
 
-  // Staging memory reused across calls (collectives run one at a time); ReleaseLargeScratch gives
-  // back what one call needed beyond kKeepScratchBytes, so one huge call does not pin its size.
-  static constexpr std::size_t kKeepScratchBytes = std::size_t{4} << 20;
+  // Staging memory reused across calls (collectives run one at a time), as a caller of Gloo keeps its
+  // buffers: a repeated large reduce-scatter must not allocate and fault in its scratch every call.
+  // ReleaseLargeScratch gives back only what one call needed beyond kKeepScratchBytes.
+  static constexpr std::size_t kKeepScratchBytes = std::size_t{256} << 20;
   char* Scratch(int i, std::size_t bytes) {
     std::vector<char>& v = scratch_[i];
     if (v.size() < bytes) v.resize(bytes);
