@@ -46,6 +46,10 @@ void BySize(DataType dtype, F&& f) {
 constexpr std::size_t kHdCacheEntries = 16;
 constexpr std::size_t kHdCacheBytes = std::size_t{64} << 20;
 
+// Reduce-scatter's ring slots (with the call's tag), apart from point-to-point (0xC0) and the
+// connect-time priming (0xC1).
+constexpr std::uint64_t kReduceScatterSlot = 0xC3ull << 56;
+
 class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
@@ -260,17 +264,26 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kReduceScatter:
       case CollectiveKind::kReduceScatterV: {
-        // All-reduce of the whole input into scratch, then this rank's block (Gloo has no out-of-place
-        // reduce-scatter).
-        const bool even = a.kind == CollectiveKind::kReduceScatter;
-        const std::size_t total = even ? a.count * p : std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
-        const std::size_t offset =
-            even ? a.count * rank_ : std::accumulate(a.counts.begin(), a.counts.begin() + rank_, std::size_t{0});
-        const std::size_t mine = even ? a.count : a.counts[rank_];
+        if (a.kind == CollectiveKind::kReduceScatter) {
+          rs_counts_.assign(p, a.count);
+        } else {
+          rs_counts_.assign(a.counts.begin(), a.counts.end());
+        }
+        const std::size_t total = std::accumulate(rs_counts_.begin(), rs_counts_.end(), std::size_t{0});
+        const std::size_t offset = std::accumulate(rs_counts_.begin(), rs_counts_.begin() + rank_, std::size_t{0});
+        const std::size_t mine = rs_counts_[rank_];
         if (total == 0) return Status::Ok();
-        char* full = Scratch(0, Bytes(a, total));
-        Allreduce(a, a.send, full, total);
-        if (mine) std::memcpy(a.recv, full + Bytes(a, offset), Bytes(a, mine));
+        // A ring over unbound buffers in a copy of the input (the input stays untouched; recv may lie
+        // inside it), AVG / PREMUL_SUM around a SUM.
+        char* work = Scratch(0, Bytes(a, total));
+        std::memcpy(work, a.send, Bytes(a, total));
+        if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, work, total, a.op.scalar);
+        const std::size_t largest = *std::max_element(rs_counts_.begin(), rs_counts_.end());
+        char* tmp = Scratch(1, Bytes(a, std::max<std::size_t>(largest, 1)));
+        RingReduceScatter(*context_, work, tmp, rs_counts_, SizeOf(a.dtype), GetReduceFunction(a.dtype, a.op.kind),
+                          kReduceScatterSlot | Tag(a), a.timeout);
+        if (mine) std::memcpy(a.recv, work + Bytes(a, offset), Bytes(a, mine));
+        if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, mine, size_);
         return Status::Ok();
       }
       case CollectiveKind::kAlltoall: {
@@ -387,6 +400,7 @@ class GlooBackend final : public Backend {
   std::optional<GlooAlgorithm> last_algorithm_;  // collectives run on one thread at a time
   std::unique_ptr<HalvingDoublingCache> hd_cache_;  // with hd_context_
   std::vector<char> scratch_[2];
+  std::vector<std::size_t> rs_counts_;  // reduce-scatter's per-rank counts, reused
 };
 
 }  // namespace

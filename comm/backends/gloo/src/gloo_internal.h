@@ -4,13 +4,16 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
 #include <memory>
 #include <string_view>
+#include <vector>
 
 #include "commkit/comm/backend.h"
+#include "commkit/comm/reduce_kernels.h"
 #include "commkit/comm/tuning.h"
 
 namespace commkit::comm::gloo {
@@ -25,6 +28,12 @@ std::string_view ToString(GlooAlgorithm a);
 // small messages at power-of-two rank counts, are the gloo part of comm/src/tune) as Gloo's, and back.
 GlooAlgorithm FromTable(tune::Algorithm a);
 tune::Algorithm ToTable(GlooAlgorithm a);
+
+// Reduce-scatter of `work` (the sum of `counts` elements of `elem_size` bytes, overwritten) in a ring
+// over unbound buffers on `slot`: afterwards rank r's block (counts[r] elements after the blocks of the
+// ranks before it) holds the reduction. `tmp` holds the largest block. Throws Gloo's exceptions.
+void RingReduceScatter(::gloo::Context& context, char* work, char* tmp, const std::vector<std::size_t>& counts,
+                       std::size_t elem_size, ReduceFunction fn, std::uint64_t slot, std::chrono::milliseconds timeout);
 
 // A Gloo exception as a Status (timeouts as kTimeout, I/O errors as kRemoteError).
 Status FromGloo(const std::exception& e, std::string_view what);
