@@ -204,6 +204,41 @@ TEST_P(GlooHalvingDoublingCache, EvictedShapesAreRebuiltAlike) {
   EXPECT_LE(builds, 2 * kShapes);
 }
 
+// Reduce-scatter back to back with new values each call, small (the kept halving-doubling all-reduce
+// at 2 and 4 ranks) and large (the unbound-buffer ring, and at 3 ranks always the ring), even and
+// uneven blocks: a call must never see data of the call before or after it (Gloo's own
+// halving-doubling reduce-scatter did, which is why the backend does not use it).
+TEST_P(GlooHalvingDoublingCache, ReduceScatterBackToBackNeverMixesCalls) {
+  const int ranks = GetParam();
+  RunRanks("gloo", ranks, [&](ProcessGroup& pg) {
+    const int p = pg.size(), r = pg.rank();
+    for (std::size_t per_rank : {std::size_t{5}, std::size_t{300000}}) {
+      std::vector<std::size_t> counts(static_cast<std::size_t>(p), per_rank);
+      counts[0] += 3;  // uneven: ReduceScatterV
+      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      const std::size_t offset = std::accumulate(counts.begin(), counts.begin() + r, std::size_t{0});
+      Buffer in(DataType::kInt32, total), out(DataType::kInt32, counts[r]);
+      for (int k = 0; k < 6; ++k) {
+        for (std::size_t j = 0; j < total; ++j) in.set(j, static_cast<double>(100 * k + r + static_cast<int>(j % 7)));
+        COMMKIT_WAIT_OK(pg.ReduceScatterV(in.data(), out.data(), counts, DataType::kInt32, ReduceOp::Sum()));
+        for (std::size_t i = 0; i < counts[r]; i += (counts[r] > 100 ? 997 : 1)) {
+          double want = 0;
+          for (int q = 0; q < p; ++q) want += 100 * k + q + static_cast<int>((offset + i) % 7);
+          ASSERT_EQ(out.at(i), want) << "call " << k << " per rank " << per_rank << " i=" << i;
+        }
+        ASSERT_EQ(out.at(counts[r] - 1),
+                  [&] {
+                    double w = 0;
+                    for (int q = 0; q < p; ++q) w += 100 * k + q + static_cast<int>((offset + counts[r] - 1) % 7);
+                    return w;
+                  }())
+            << "call " << k << " last element";
+      }
+    }
+    Settle(pg);
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooHalvingDoublingCache, ::testing::Values(2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "ranks"; });
 
