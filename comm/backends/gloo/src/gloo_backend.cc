@@ -6,7 +6,6 @@
 #include <gloo/allgather.h>
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
-#include <gloo/allreduce_halving_doubling.h>
 #include <gloo/alltoall.h>
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
@@ -22,6 +21,7 @@
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "gloo_hd_cache.h"
 #include "gloo_internal.h"
 
 namespace commkit::comm::gloo {
@@ -41,15 +41,14 @@ void BySize(DataType dtype, F&& f) {
   }
 }
 
-// Gloo's old templates take a plain function pointer; commkit's reductions are chosen at run time
-// (dtype x op). The template runs the reduction on the calling thread inside run(), so the function
-// is handed over in a thread-local for the duration of that call.
-thread_local ReduceFunction tls_reduce = nullptr;
+// Halving-doubling template instances kept per backend (gloo_hd_cache.h): the shapes of a training
+// step's buckets plus the mismatch check's 16 bytes fit; each entry holds about twice its size.
+constexpr std::size_t kHdCacheEntries = 16;
+constexpr std::size_t kHdCacheBytes = std::size_t{64} << 20;
 
-template <typename T>
-void ReduceTrampoline(T* x, const T* y, size_t n) {
-  tls_reduce(x, x, y, n);
-}
+// Reduce-scatter's ring slots (with the call's tag), apart from point-to-point (0xC0) and the
+// connect-time priming (0xC1).
+constexpr std::uint64_t kReduceScatterSlot = 0xC3ull << 56;
 
 class GlooBackend final : public Backend {
  public:
@@ -62,7 +61,10 @@ class GlooBackend final : public Backend {
         rank_(rank),
         size_(size),
         table_(std::move(table)),
-        pair_timeout_(pair_timeout) {}
+        pair_timeout_(pair_timeout) {
+    if (hd_context_ != nullptr)
+      hd_cache_ = std::make_unique<HalvingDoublingCache>(hd_context_, kHdCacheEntries, kHdCacheBytes);
+  }
 
   std::string_view Name() const override { return "gloo"; }
   // Gloo's unbound-buffer send/recv are safe next to collectives on other threads (slots differ).
@@ -74,10 +76,17 @@ class GlooBackend final : public Backend {
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
     Status s;
+    // Send/recv run on their own threads (ConcurrentPointToPoint), next to a collective: they carry
+    // their timeout per call and touch nothing the collectives keep (scratch, the algorithm cache).
+    const bool p2p = a.kind == CollectiveKind::kSend || a.kind == CollectiveKind::kRecv;
     try {
-      // Send/recv run on their own threads (ConcurrentPointToPoint) and carry their timeout per call.
-      if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) context_->setTimeout(a.timeout);
-      s = Dispatch(a);
+      if (p2p) {
+        s = Dispatch(a);
+      } else {
+        context_->setTimeout(a.timeout);
+        s = Dispatch(a);
+        ReleaseLargeScratch();
+      }
     } catch (const std::exception& e) {
       s = FromGloo(e, ToString(a.kind));
     }
@@ -95,6 +104,30 @@ class GlooBackend final : public Backend {
 
  private:
   std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
+
+  // Staging memory reused across calls (collectives run one at a time), as a caller of Gloo keeps its
+  // buffers: a repeated large reduce-scatter must not allocate and fault in its scratch every call.
+  // ReleaseLargeScratch gives back only what one call needed beyond kKeepScratchBytes.
+  static constexpr std::size_t kKeepScratchBytes = std::size_t{256} << 20;
+  char* Scratch(int i, std::size_t bytes) {
+    std::vector<char>& v = scratch_[i];
+    if (v.size() < bytes) v.resize(bytes);
+    return v.data();
+  }
+  void ReleaseLargeScratch() {
+    for (std::vector<char>& v : scratch_)
+      if (v.size() > kKeepScratchBytes) std::vector<char>().swap(v);
+  }
+  // `in` (bytes long), or a staged copy of it when it overlaps the output (Gloo reads the input while
+  // writing the output).
+  const void* StageIfInside(const void* in, std::size_t bytes, const void* out, std::size_t out_bytes) {
+    const char* i = static_cast<const char*>(in);
+    const char* o = static_cast<const char*>(out);
+    if (bytes == 0 || i + bytes <= o || i >= o + out_bytes) return in;
+    char* copy = Scratch(1, bytes);
+    std::memcpy(copy, in, bytes);
+    return copy;
+  }
   std::uint32_t Tag(const CollectiveArgs& a) const { return static_cast<std::uint32_t>(a.sequence & 0x7FFFFFFF); }
 
   // The algorithm for one all-reduce: the selection table's choice, except that the old
@@ -106,15 +139,21 @@ class GlooBackend final : public Backend {
         GlooAllreduceAlgorithm(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).algorithm)
             .value_or(CollectiveAlgorithm::kRing);
     if (algo == CollectiveAlgorithm::kHalvingDoubling &&
-        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_context_ == nullptr))
+        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_cache_ == nullptr))
       algo = CollectiveAlgorithm::kRing;
     return algo;
   }
 
-  // In-place allreduce of `buf` (count elements) with AVG / PREMUL_SUM handled around a SUM.
-  void AllreduceInPlace(const CollectiveArgs& a, void* buf, std::size_t count) {
+  // All-reduce of `count` elements from `in` into `out` (in == out: in place), AVG / PREMUL_SUM
+  // handled around a SUM. Out of place, Gloo reads `in` directly (no staging copy), as a caller of
+  // Gloo would.
+  void Allreduce(const CollectiveArgs& a, const void* in, void* out, std::size_t count) {
     if (count == 0) return;
-    if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, buf, count, a.op.scalar);
+    if (a.op.kind == ReduceKind::kPreMulSum) {
+      if (in != out) std::memcpy(out, in, Bytes(a, count));
+      ScaleInPlace(a.dtype, out, count, a.op.scalar);
+      in = out;
+    }
     ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
     CollectiveAlgorithm algo = AlgorithmFor(a, count);
     if (algo != last_algorithm_) {  // one debug line per change, not per call
@@ -124,13 +163,7 @@ class GlooBackend final : public Backend {
     }
     tune::NoteRun("gloo", algo);
     if (algo == CollectiveAlgorithm::kHalvingDoubling) {
-      BySize(a.dtype, [&](auto t) {
-        using T = decltype(t);
-        ::gloo::ReductionFunction<T> reduce(::gloo::CUSTOM, &ReduceTrampoline<T>);
-        ::gloo::AllreduceHalvingDoubling<T> hd(hd_context_, {static_cast<T*>(buf)}, static_cast<int>(count), &reduce);
-        tls_reduce = fn;
-        hd.run();
-      });
+      hd_cache_->Allreduce(in, out, SizeOf(a.dtype), count, fn);
     } else {
       ::gloo::AllreduceOptions opts(context_);
       opts.setTag(Tag(a));
@@ -139,20 +172,20 @@ class GlooBackend final : public Backend {
                                                             : ::gloo::AllreduceOptions::Algorithm::RING);
       BySize(a.dtype, [&](auto t) {
         using T = decltype(t);
-        opts.setOutput(static_cast<T*>(buf), count);
+        if (in != out) opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+        opts.setOutput(static_cast<T*>(out), count);
       });
-      opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
+      opts.setReduceFunction(::gloo::AllreduceOptions::Func(fn));
       ::gloo::allreduce(opts);
     }
-    if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, buf, count, size_);
+    if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, out, count, size_);
   }
 
   Status Dispatch(const CollectiveArgs& a) {
     const std::size_t p = static_cast<std::size_t>(size_);
     switch (a.kind) {
       case CollectiveKind::kAllreduce: {
-        if (a.send && a.send != a.recv) std::memcpy(a.recv, a.send, Bytes(a, a.count));
-        AllreduceInPlace(a, a.recv, a.count);
+        Allreduce(a, a.send ? a.send : a.recv, a.recv, a.count);
         return Status::Ok();
       }
       case CollectiveKind::kBroadcast: {
@@ -170,36 +203,38 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kReduce: {
         if (a.count == 0) return Status::Ok();
-        // Gloo's reduce has no AVG/PREMUL: reduce a scaled copy as SUM, then scale the root's result.
-        std::vector<char> input(static_cast<const char*>(a.send ? a.send : a.recv),
-                                static_cast<const char*>(a.send ? a.send : a.recv) + Bytes(a, a.count));
-        if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, input.data(), a.count, a.op.scalar);
-        std::vector<char> scratch(Bytes(a, a.count));
-        void* out = rank_ == a.root ? a.recv : scratch.data();
+        // Gloo's reduce only reads its input, and writes its output on every rank: a non-root's goes
+        // to scratch (its receive buffer stays untouched). No AVG/PREMUL in Gloo: PREMUL reduces a
+        // scaled copy as SUM, AVG divides the root's result.
+        const void* in = a.send ? a.send : a.recv;
+        if (a.op.kind == ReduceKind::kPreMulSum) {
+          char* scaled = Scratch(0, Bytes(a, a.count));
+          std::memcpy(scaled, in, Bytes(a, a.count));
+          ScaleInPlace(a.dtype, scaled, a.count, a.op.scalar);
+          in = scaled;
+        }
+        void* out = rank_ == a.root ? a.recv : Scratch(1, Bytes(a, a.count));
         ::gloo::ReduceOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         opts.setRoot(a.root);
         BySize(a.dtype, [&](auto t) {
           using T = decltype(t);
-          opts.setInput(reinterpret_cast<T*>(input.data()), a.count);
+          if (in != out) opts.setInput(const_cast<T*>(static_cast<const T*>(in)), a.count);
           opts.setOutput(static_cast<T*>(out), a.count);
         });
-        ReduceFunction fn = GetReduceFunction(a.dtype, a.op.kind);
-        opts.setReduceFunction([fn](void* c, const void* x, const void* y, size_t n) { fn(c, x, y, n); });
+        opts.setReduceFunction(::gloo::ReduceOptions::Func(GetReduceFunction(a.dtype, a.op.kind)));
         ::gloo::reduce(opts);
         if (rank_ == a.root && a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, a.count, size_);
         return Status::Ok();
       }
       case CollectiveKind::kAllgather: {
         if (a.count == 0) return Status::Ok();
-        std::vector<char> input;
+        // Gloo's allgather reads its input while writing the output: an input inside the output (in
+        // place) is staged.
         const void* in = a.send;
         if (a.send == nullptr || a.send == a.recv) in = static_cast<char*>(a.recv) + Bytes(a, a.count * rank_);
-        if (in >= a.recv && in < static_cast<char*>(a.recv) + Bytes(a, a.count * p)) {
-          input.assign(static_cast<const char*>(in), static_cast<const char*>(in) + Bytes(a, a.count));
-          in = input.data();
-        }
+        in = StageIfInside(in, Bytes(a, a.count), a.recv, Bytes(a, a.count * p));
         ::gloo::AllgatherOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
@@ -215,16 +250,15 @@ class GlooBackend final : public Backend {
         std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
         if (total == 0) return Status::Ok();
         std::size_t offset = std::accumulate(a.counts.begin(), a.counts.begin() + rank_, std::size_t{0});
-        std::vector<char> input(static_cast<const char*>(a.send ? a.send : static_cast<char*>(a.recv) + Bytes(a, offset)),
-                                static_cast<const char*>(a.send ? a.send : static_cast<char*>(a.recv) + Bytes(a, offset)) +
-                                    Bytes(a, a.counts[rank_]));
+        const void* in = a.send ? a.send : static_cast<char*>(a.recv) + Bytes(a, offset);
+        in = StageIfInside(in, Bytes(a, a.counts[rank_]), a.recv, Bytes(a, total));
         std::vector<size_t> counts(a.counts.begin(), a.counts.end());
         ::gloo::AllgathervOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         BySize(a.dtype, [&](auto t) {
           using T = decltype(t);
-          opts.setInput(reinterpret_cast<T*>(input.data()), a.counts[rank_]);
+          opts.setInput(const_cast<T*>(static_cast<const T*>(in)), a.counts[rank_]);
           opts.setOutput(static_cast<T*>(a.recv), counts);
         });
         ::gloo::allgatherv(opts);
@@ -232,26 +266,49 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kReduceScatter:
       case CollectiveKind::kReduceScatterV: {
-        // Allreduce of the whole input, then this rank's block (Gloo has no out-of-place reduce-scatter).
-        std::vector<std::size_t> counts = a.kind == CollectiveKind::kReduceScatter ? std::vector<std::size_t>(p, a.count)
-                                                                                   : a.counts;
-        std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
-        std::size_t offset = std::accumulate(counts.begin(), counts.begin() + rank_, std::size_t{0});
-        std::vector<char> full(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, total));
-        AllreduceInPlace(a, full.data(), total);
-        if (counts[rank_]) std::memcpy(a.recv, full.data() + Bytes(a, offset), Bytes(a, counts[rank_]));
+        if (a.kind == CollectiveKind::kReduceScatter) {
+          rs_counts_.assign(p, a.count);
+        } else {
+          rs_counts_.assign(a.counts.begin(), a.counts.end());
+        }
+        const std::size_t total = std::accumulate(rs_counts_.begin(), rs_counts_.end(), std::size_t{0});
+        const std::size_t offset = std::accumulate(rs_counts_.begin(), rs_counts_.begin() + rank_, std::size_t{0});
+        const std::size_t mine = rs_counts_[rank_];
+        if (total == 0) return Status::Ok();
+        // Where the all-reduce table picks halving-doubling for the whole input, its kept template
+        // beats the ring's p-1 round trips over unbound buffers (2 ranks, up to 1 MiB: 0.6-1.2 ms
+        // against 2-7 ms per call, docs/gloo-algorithms.md): all-reduce into scratch, keep this rank's
+        // block.
+        if (AlgorithmFor(a, total) == CollectiveAlgorithm::kHalvingDoubling) {
+          char* full = Scratch(0, Bytes(a, total));
+          Allreduce(a, a.send, full, total);
+          if (mine) std::memcpy(a.recv, full + Bytes(a, offset), Bytes(a, mine));
+          return Status::Ok();
+        }
+        // Otherwise a ring over unbound buffers in a copy of the input (the input stays untouched;
+        // recv may lie inside it), AVG / PREMUL_SUM around a SUM.
+        char* work = Scratch(0, Bytes(a, total));
+        std::memcpy(work, a.send, Bytes(a, total));
+        if (a.op.kind == ReduceKind::kPreMulSum) ScaleInPlace(a.dtype, work, total, a.op.scalar);
+        const std::size_t largest = *std::max_element(rs_counts_.begin(), rs_counts_.end());
+        char* tmp = Scratch(1, Bytes(a, std::max<std::size_t>(largest, 1)));
+        RingReduceScatter(*context_, work, tmp, rs_counts_, SizeOf(a.dtype), GetReduceFunction(a.dtype, a.op.kind),
+                          kReduceScatterSlot | Tag(a), a.timeout);
+        if (mine) std::memcpy(a.recv, work + Bytes(a, offset), Bytes(a, mine));
+        if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, mine, size_);
         return Status::Ok();
       }
       case CollectiveKind::kAlltoall: {
         if (a.count == 0) return Status::Ok();
-        std::vector<char> input(static_cast<const char*>(a.send ? a.send : a.recv),
-                                static_cast<const char*>(a.send ? a.send : a.recv) + Bytes(a, a.count * p));
+        // In place the output overwrites the input: staged.
+        const void* in = a.send ? a.send : a.recv;
+        in = StageIfInside(in, Bytes(a, a.count * p), a.recv, Bytes(a, a.count * p));
         ::gloo::AlltoallOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         BySize(a.dtype, [&](auto t) {
           using T = decltype(t);
-          opts.setInput(reinterpret_cast<T*>(input.data()), a.count * p);
+          opts.setInput(const_cast<T*>(static_cast<const T*>(in)), a.count * p);
           opts.setOutput(static_cast<T*>(a.recv), a.count * p);
         });
         ::gloo::alltoall(opts);
@@ -259,20 +316,23 @@ class GlooBackend final : public Backend {
       }
       case CollectiveKind::kAlltoallv: {
         std::size_t in_total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+        std::size_t out_total = std::accumulate(a.recv_counts.begin(), a.recv_counts.end(), std::size_t{0});
         // In place (send == nullptr or send == recv): the input is the start of the receive buffer
         // (ValidateArgs checked that it holds in_total elements); staged, as the output overwrites it.
-        const char* from = static_cast<const char*>(a.send != nullptr ? a.send : a.recv);
-        std::vector<char> input(from, from + Bytes(a, in_total));
+        const void* in = a.send != nullptr ? a.send : a.recv;
+        if (a.recv != nullptr) in = StageIfInside(in, Bytes(a, in_total), a.recv, Bytes(a, out_total));
         std::vector<int64_t> in_counts(a.counts.begin(), a.counts.end());
         std::vector<int64_t> out_counts(a.recv_counts.begin(), a.recv_counts.end());
-        std::vector<char> dummy(8);
+        // Gloo wants a buffer even for nothing to send or receive.
+        void* dummy = Scratch(0, 8);
         ::gloo::AlltoallvOptions opts(context_);
         opts.setTag(Tag(a));
         opts.setTimeout(a.timeout);
         BySize(a.dtype, [&](auto t) {
           using T = decltype(t);
-          opts.setInput(input.empty() ? reinterpret_cast<T*>(dummy.data()) : reinterpret_cast<T*>(input.data()), in_counts);
-          opts.setOutput(a.recv ? static_cast<T*>(a.recv) : reinterpret_cast<T*>(dummy.data()), out_counts);
+          opts.setInput(in_total == 0 || in == nullptr ? static_cast<T*>(dummy) : const_cast<T*>(static_cast<const T*>(in)),
+                        in_counts);
+          opts.setOutput(a.recv ? static_cast<T*>(a.recv) : static_cast<T*>(dummy), out_counts);
         });
         ::gloo::alltoallv(opts);
         return Status::Ok();
@@ -350,6 +410,9 @@ class GlooBackend final : public Backend {
   tune::Table table_;
   std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
   std::optional<CollectiveAlgorithm> last_algorithm_;  // collectives run on one thread at a time
+  std::unique_ptr<HalvingDoublingCache> hd_cache_;  // with hd_context_
+  std::vector<char> scratch_[2];
+  std::vector<std::size_t> rs_counts_;  // reduce-scatter's per-rank counts, reused
 };
 
 }  // namespace

@@ -4,14 +4,17 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/device.h>
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "commkit/comm/backend.h"
+#include "commkit/comm/reduce_kernels.h"
 #include "commkit/comm/tuning.h"
 #include "commkit/common/collective_algorithm.h"
 
@@ -23,6 +26,12 @@ namespace commkit::comm::gloo {
 // kHalvingDoubling is the old in-place template ::gloo::AllreduceHalvingDoubling<T> (Debian's libgloo
 // has no new-style halving-doubling).
 std::optional<CollectiveAlgorithm> GlooAllreduceAlgorithm(CollectiveAlgorithm algorithm);
+
+// Reduce-scatter of `work` (the sum of `counts` elements of `elem_size` bytes, overwritten) in a ring
+// over unbound buffers on `slot`: afterwards rank r's block (counts[r] elements after the blocks of the
+// ranks before it) holds the reduction. `tmp` holds the largest block. Throws Gloo's exceptions.
+void RingReduceScatter(::gloo::Context& context, char* work, char* tmp, const std::vector<std::size_t>& counts,
+                       std::size_t elem_size, ReduceFunction fn, std::uint64_t slot, std::chrono::milliseconds timeout);
 
 // A Gloo exception as a Status (timeouts as kTimeout, I/O errors as kRemoteError).
 Status FromGloo(const std::exception& e, std::string_view what);
