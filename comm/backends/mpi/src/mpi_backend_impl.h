@@ -73,7 +73,11 @@ class MpiBackend final : public Backend {
   std::size_t EagerPointToPointBytes() const override { return 1024; }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
-    auto start = Clock::now();
+    // One clock read serves the Work's duration and every deadline of this call (DeadlineFor): a
+    // clock read costs 30-80 ns here, a fifth of an 8-byte all-reduce.
+    // (Sends and receives run concurrently with collectives: they keep their own clock.)
+    const auto start = Clock::now();
+    if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) call_start_ = start;
     Status s;
     // The lock only once the group is broken (unusable_ is set after broken_): none per healthy call.
     if (unusable_.load(std::memory_order_acquire)) {
@@ -140,9 +144,11 @@ class MpiBackend final : public Backend {
                                        MpiError(rc)));
   }
 
-  Clock::time_point DeadlineFor(const CollectiveArgs& a) const {
-    return Clock::now() + (a.timeout.count() > 0 ? a.timeout : std::chrono::milliseconds(600'000));
+  static Clock::time_point DeadlineFrom(Clock::time_point start, const CollectiveArgs& a) {
+    return start + (a.timeout.count() > 0 ? a.timeout : std::chrono::milliseconds(600'000));
   }
+  // A collective's deadline, counted from when Run() started it (collectives only).
+  Clock::time_point DeadlineFor(const CollectiveArgs& a) const { return DeadlineFrom(call_start_, a); }
 
   // Polls `reqs` until all complete, the deadline passes, or Abort() is called. It spins on MPI_Test
   // alone for `spin_` (COMMKIT_MPI_SPIN_US), then yields between polls, then sleeps with a growing
@@ -207,9 +213,10 @@ class MpiBackend final : public Backend {
     return s;
   }
 
-  // A single request that uses only memory the caller keeps alive past a failure (or none).
+  // A single request (a send or a receive) that uses only memory the caller keeps alive past a
+  // failure (or none).
   Status Complete(MPI_Request* req, const CollectiveArgs& a, bool cancellable) {
-    return WaitAll(req, 1, a, DeadlineFor(a), cancellable, [] { return std::shared_ptr<void>(); });
+    return WaitAll(req, 1, a, DeadlineFrom(Clock::now(), a), cancellable, [] { return std::shared_ptr<void>(); });
   }
 
 
@@ -321,6 +328,7 @@ class MpiBackend final : public Backend {
   std::vector<char> p2p_scratch_;      // collectives run one at a time per backend
   std::vector<char> p2p_stage_;        // a staged input (reduce-scatter, in-place all-to-all)
   std::vector<MPI_Request> p2p_reqs_;  // one exchange's requests, kept between calls (no allocation)
+  Clock::time_point call_start_{};     // when the running collective's Run() began
   const int rank_;
   const int size_;
   const std::string group_;
