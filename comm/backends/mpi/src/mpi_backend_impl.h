@@ -32,7 +32,7 @@ Result<tune::Table> MpiTable(const BackendContext& ctx);
 
 class MpiBackend final : public Backend {
  public:
-  // `p2p`: run all-reduce, broadcast and barrier on point-to-point messages over a private duplicate
+  // `p2p`: run the collectives that mpi_collectives.cc builds from messages over a private duplicate
   // of `comm` (the algorithm layer over Transport below) instead of MPI's nonblocking collectives. Collective over `comm`.
   MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, std::chrono::microseconds spin,
              tune::Table table)

@@ -1,6 +1,6 @@
-// The MPI backend's collectives: all-reduce, broadcast and barrier on the algorithm layer over MPI
-// point-to-point (COMMKIT_MPI_COLLECTIVES=auto), everything else as MPI's nonblocking collectives, each
-// polled to its deadline.
+// The MPI backend's collectives: all-reduce, reduce-scatter(v), all-gather(v), all-to-all(v),
+// broadcast and barrier on the algorithm layer over MPI point-to-point (COMMKIT_MPI_COLLECTIVES=auto),
+// reduce, gather and scatter as MPI's nonblocking collectives, each polled to its deadline.
 #include <numeric>
 #include <span>
 #include <utility>
