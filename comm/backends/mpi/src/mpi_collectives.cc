@@ -172,8 +172,21 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       const void* send = (a.send == nullptr || a.send == a.recv || a.send == mine) ? MPI_IN_PLACE : a.send;
       if (send == MPI_IN_PLACE && a.send == a.recv && rank_ != 0) std::memmove(mine, a.recv, Bytes(a, a.count));
       if (UseP2p(a, a.count * p)) {
-        if (send != MPI_IN_PLACE) std::memcpy(mine, send, Bytes(a, a.count));
         Transport t(*this, a);
+        if (send != MPI_IN_PLACE && size_ == 2) {
+          // Two ranks, out of place: the input goes straight from the caller's buffer, and the local
+          // copy comes after the exchange. (Sent from the receive buffer right after copying it there,
+          // 256 KiB took 2-17x as long as MPI_Allgather here.)
+          const int peer = 1 - rank_;
+          algorithms::Message m[2] = {
+              algorithms::Message::Recv(peer, static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(peer)),
+                                        Bytes(a, a.count)),
+              algorithms::Message::Send(peer, send, Bytes(a, a.count))};
+          COMMKIT_RETURN_IF_ERROR(t.Exchange(std::span<algorithms::Message>(m, 2), DeadlineFor(a)));
+          std::memcpy(mine, send, Bytes(a, a.count));
+          return Status::Ok();
+        }
+        if (send != MPI_IN_PLACE) std::memcpy(mine, send, Bytes(a, a.count));
         return algorithms::Allgather(t, algorithms::Group(rank_, size_), a.recv,
                                      algorithms::EvenOffsets(a.count * p, size_, SizeOf(a.dtype)),
                                      {algorithms::Algorithm::kRing}, DeadlineFor(a));
