@@ -6,13 +6,17 @@
 // the fault tests over the launcher's world, with a FileStore in a per-job temporary directory.
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
+#include <numeric>
 #include <memory>
 #include <thread>
 
 #include "commkit/comm/file_store.h"
 #include "commkit/comm/registry.h"
 #include "commkit/comm/mpi/mpi_backend.h"
+#include "commkit/common/strings.h"
 #include "pg_conformance.h"
 
 namespace commkit::testing {
@@ -99,6 +103,130 @@ TEST(PgMpi, SplitMapsToCommSplitAndNoColorRanksStayOut) {
     COMMKIT_EXPECT_OK((*(*sub)->Allreduce(nullptr, &v, 1, DataType::kInt32, ReduceOp::Max()))->Wait());
     EXPECT_EQ(v, pg.size() - 1);
   });
+}
+
+// Every collective the backend runs on point-to-point messages (COMMKIT_MPI_COLLECTIVES=auto) gives
+// bitwise the same result as MPI's own collective (nbc), for every type and reduction, in and out of
+// place, even and uneven (zero) counts, messages split into eager segments and whole, ring pieces.
+// Inputs are small integers, so every reduction order gives exact, identical results.
+TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
+  if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
+  auto make = [](const char* mode) -> std::unique_ptr<ProcessGroup> {
+    ScopedEnv env("COMMKIT_MPI_COLLECTIVES", std::string(mode));
+    auto store = std::make_shared<PrefixStore>(StrCat("p2p-vs-mpi-", mode), World().store);
+    auto pg = ProcessGroup::Create(store, World().rank, World().size, {.backend = "mpi", .timeout = 60s, .check_mismatch = false});
+    EXPECT_TRUE(pg.ok()) << pg.status().ToString();
+    return pg.ok() ? std::move(pg).value() : nullptr;
+  };
+  std::unique_ptr<ProcessGroup> p2p = make("auto"), lib = make("nbc");
+  ASSERT_TRUE(p2p && lib);
+  const int p = World().size, me = World().rank;
+  const auto up = static_cast<std::size_t>(p);
+  // One collective on both groups from the same input; `out` bytes of the result are compared.
+  std::size_t checked = 0;
+  auto same = [&](const std::string& what, std::size_t in_bytes, std::size_t out_bytes,
+                  const std::function<Result<ProcessGroup::WorkPtr>(ProcessGroup&, void*, void*)>& run) {
+    std::vector<std::vector<char>> in(2), out(2);
+    for (int g = 0; g < 2; ++g) {
+      // Both buffers filled: in-place forms read `out`. Bytes 1..3 of a value, small in every type.
+      in[g].resize(std::max<std::size_t>(in_bytes, 1));
+      out[g].resize(std::max(std::max<std::size_t>(out_bytes, 1), in_bytes));
+      for (std::size_t i = 0; i < in[g].size(); ++i) in[g][i] = static_cast<char>(1 + (me * 7 + i * 3) % 3);
+      for (std::size_t i = 0; i < out[g].size(); ++i) out[g][i] = static_cast<char>(1 + (me * 5 + i) % 3);
+      auto work = run(g == 0 ? *p2p : *lib, in[g].data(), out[g].data());
+      ASSERT_TRUE(work.ok()) << what << ": " << work.status().ToString();
+      COMMKIT_ASSERT_OK((*work)->Wait(60s));
+    }
+    ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out_bytes), 0)
+        << what << " on rank " << me << ": point-to-point and MPI's collective differ";
+    ++checked;
+  };
+  // Small integer values of every type (the fill above writes bytes; this writes whole elements).
+  auto fill = [](DataType t, void* buf, std::size_t n, int salt) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v = 1 + static_cast<double>((static_cast<std::size_t>(salt) * 7 + i * 3) % 3);
+      char* e = static_cast<char*>(buf) + i * SizeOf(t);
+      switch (t) {
+        case DataType::kFloat32: { float f = static_cast<float>(v); std::memcpy(e, &f, 4); break; }
+        case DataType::kFloat64: std::memcpy(e, &v, 8); break;
+        case DataType::kFloat16: { std::uint16_t h = static_cast<std::uint16_t>(0x3c00 + (static_cast<int>(v) - 1) * 0x400); std::memcpy(e, &h, 2); break; }
+        case DataType::kBFloat16: { std::uint16_t h = static_cast<std::uint16_t>(0x3f80 + (static_cast<int>(v) - 1) * 0x80); std::memcpy(e, &h, 2); break; }
+        case DataType::kInt8: case DataType::kUInt8: *e = static_cast<char>(v); break;
+        case DataType::kInt32: { std::int32_t x = static_cast<std::int32_t>(v); std::memcpy(e, &x, 4); break; }
+        case DataType::kInt64: { std::int64_t x = static_cast<std::int64_t>(v); std::memcpy(e, &x, 8); break; }
+      }
+    }
+  };
+  // Per message: one element; 13 (one eager piece); 9000 (several eager pieces of a 1-byte type, one
+  // whole message of a wider one).
+  for (DataType t : kAllTypes) {
+    const std::size_t es = SizeOf(t);
+    for (std::size_t n : {std::size_t{1}, std::size_t{13}, std::size_t{9000}}) {
+      for (ReduceOp op : OpsFor(t)) {
+        const std::string what = StrCat(ToString(t), " ", op.ToString(), " n=", n);
+        for (bool in_place : {false, true}) {
+          same(StrCat("allreduce ", what, in_place ? " in place" : ""), n * es, n * es, [&](ProcessGroup& pg, void* in, void* out) {
+            fill(t, in, n, me);
+            fill(t, out, n, me);
+            return pg.Allreduce(in_place ? nullptr : in, out, n, t, op);
+          });
+          same(StrCat("reduce_scatter ", what, in_place ? " in place" : ""), up * n * es, n * es,
+               [&](ProcessGroup& pg, void* in, void* out) {
+                 fill(t, in, up * n, me);
+                 fill(t, out, up * n, me);
+                 return pg.ReduceScatter(in_place ? out : in, out, n, t, op);
+               });
+        }
+        std::vector<std::size_t> counts(up);
+        for (int r = 0; r < p; ++r) counts[static_cast<std::size_t>(r)] = r == 1 ? 0 : n + static_cast<std::size_t>(r);
+        const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+        same(StrCat("reduce_scatter_v ", what), total * es, counts[static_cast<std::size_t>(me)] * es,
+             [&](ProcessGroup& pg, void* in, void* out) {
+               fill(t, in, total, me);
+               return pg.ReduceScatterV(in, out, counts, t, op);
+             });
+      }
+    }
+  }
+  // Data movement: 1-, 4- and 8-byte elements.
+  for (DataType t : {DataType::kUInt8, DataType::kFloat32, DataType::kFloat64}) {
+    const std::size_t es = SizeOf(t);
+    for (std::size_t n : {std::size_t{1}, std::size_t{13}, std::size_t{9000}}) {
+      const std::string what = StrCat(ToString(t), " n=", n);
+      same("allgather " + what, n * es, up * n * es,
+           [&](ProcessGroup& pg, void* in, void* out) { return pg.Allgather(in, out, n, t); });
+      same("allgather in place " + what, 0, up * n * es, [&](ProcessGroup& pg, void*, void* out) {
+        return pg.Allgather(static_cast<char*>(out) + static_cast<std::size_t>(me) * n * es, out, n, t);
+      });
+      std::vector<std::size_t> counts(up);
+      for (int r = 0; r < p; ++r) counts[static_cast<std::size_t>(r)] = r == 1 ? 0 : n * static_cast<std::size_t>(r + 1);
+      const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+      same("allgatherv " + what, counts[static_cast<std::size_t>(me)] * es, total * es,
+           [&](ProcessGroup& pg, void* in, void* out) { return pg.Allgatherv(in, out, counts, t); });
+      for (bool in_place : {false, true})
+        same(StrCat("alltoall ", what, in_place ? " in place" : ""), up * n * es, up * n * es,
+             [&](ProcessGroup& pg, void* in, void* out) { return pg.Alltoall(in_place ? nullptr : in, out, n, t); });
+      // Rank r sends (r + q) % 3 * n elements to rank q (some zero).
+      std::vector<std::size_t> sc(up), rc(up);
+      for (int q = 0; q < p; ++q) {
+        sc[static_cast<std::size_t>(q)] = static_cast<std::size_t>((me + q) % 3) * n;
+        rc[static_cast<std::size_t>(q)] = static_cast<std::size_t>((q + me) % 3) * n;
+      }
+      const std::size_t st = std::accumulate(sc.begin(), sc.end(), std::size_t{0});
+      const std::size_t rt = std::accumulate(rc.begin(), rc.end(), std::size_t{0});
+      same("alltoallv " + what, st * es, rt * es,
+           [&](ProcessGroup& pg, void* in, void* out) { return pg.Alltoallv(in, sc, out, rc, t); });
+      for (int root = 0; root < p; ++root)
+        same(StrCat("broadcast root ", root, " ", what), 0, n * es,
+             [&](ProcessGroup& pg, void*, void* out) { return pg.Broadcast(out, n, t, root); });
+    }
+  }
+  // Above the tree's size limit (two ranks: still point-to-point).
+  const std::size_t big = (std::size_t{3} << 20) + 5;
+  same("broadcast 3 MiB", 0, big, [&](ProcessGroup& pg, void*, void* out) {
+    return pg.Broadcast(out, big, DataType::kUInt8, p - 1);
+  });
+  EXPECT_GT(checked, 800u);
 }
 
 // A rank delayed past the others' timeout is named; the timed-out group is then unusable (its pending

@@ -44,8 +44,9 @@ bool SingletonAllowed() {
 
 Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
   if (Launcher().empty() && !SingletonAllowed()) return Status::Unavailable(StrCat("mpi backend: ", NotLaunchedReason()));
-  // auto: all-reduce, broadcast (<= 1 MiB) and barrier on point-to-point messages; nbc: every
-  // collective as MPI's nonblocking collective (libnbc in Open MPI).
+  // auto: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast (<= 1 MiB, any size at two
+  // ranks) and barrier on point-to-point messages; nbc: every collective as MPI's nonblocking
+  // collective (libnbc in Open MPI).
   auto collectives_env = EnvChoice("COMMKIT_MPI_COLLECTIVES", {"auto", "nbc"});
   if (!collectives_env.ok())
     return collectives_env.status().WithContext(
