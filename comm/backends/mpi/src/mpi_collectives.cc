@@ -82,7 +82,7 @@ Status MpiBackend::P2pAlltoall(const CollectiveArgs& a, const std::vector<std::s
   }
   Transport t(*this, a);
   Status st = algorithms::Alltoall(t, algorithms::Group(rank_, size_), in, send_off, a.recv, recv_off,
-                                   {algorithms::Algorithm::kPairwise}, DeadlineFor(a));
+                                   {CollectiveAlgorithm::kPairwise}, DeadlineFor(a));
   TrimP2pBuffers();
   return st;
 }
@@ -188,7 +188,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         if (send != MPI_IN_PLACE) std::memcpy(mine, send, Bytes(a, a.count));
         return algorithms::Allgather(t, algorithms::Group(rank_, size_), a.recv,
                                      algorithms::EvenOffsets(a.count * p, size_, SizeOf(a.dtype)),
-                                     {algorithms::Algorithm::kRing}, DeadlineFor(a));
+                                     {CollectiveAlgorithm::kRing}, DeadlineFor(a));
       }
       return PostStaged(a, "MPI_Iallgather", send, Bytes(a, a.count), a.recv, Bytes(a, a.count * p), nullptr, {},
                         [&](const void* s, void* recv, MPI_Request* r) {
@@ -207,7 +207,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         Transport t(*this, a);
         return algorithms::Allgather(t, algorithms::Group(rank_, size_), a.recv,
                                      algorithms::CountOffsets(a.counts, SizeOf(a.dtype)),
-                                     {algorithms::Algorithm::kRing}, DeadlineFor(a));
+                                     {CollectiveAlgorithm::kRing}, DeadlineFor(a));
       }
       return PostStaged(a, "MPI_Iallgatherv", send, Bytes(a, a.counts[rank_]), a.recv, Bytes(a, total), nullptr,
                         {&counts, &displs}, [&](const void* s, void* recv, MPI_Request* r) {
@@ -234,7 +234,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         const std::vector<std::size_t> off = algorithms::CountOffsets(sizes, SizeOf(a.dtype));
         Transport t(*this, a);
         Status st = algorithms::ReduceScatter(t, algorithms::Group(rank_, size_), p2p_stage_.data(), off, SizeOf(a.dtype),
-                                              GetReduceFunction(a.dtype, BaseKind(a.op.kind)), {algorithms::Algorithm::kRing},
+                                              GetReduceFunction(a.dtype, BaseKind(a.op.kind)), {CollectiveAlgorithm::kRing},
                                               DeadlineFor(a), p2p_scratch_);
         if (st.ok() && sizes[rank_] > 0) std::memcpy(a.recv, p2p_stage_.data() + off[rank_], Bytes(a, sizes[rank_]));
         TrimP2pBuffers();
