@@ -86,6 +86,9 @@ function(commkit_add_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${COMMKIT_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} commkit_test_main)
+  if(TARGET commkit_test_pch)  # tests/CMakeLists.txt: GoogleTest and friends, precompiled once
+    target_precompile_headers(${name} REUSE_FROM commkit_test_pch)
+  endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/tests)
   add_test(NAME ${name} COMMAND ${name} --gtest_color=no)
   set(env "COMMKIT_FIXTURES_DIR=${COMMKIT_FIXTURES_DIR}"

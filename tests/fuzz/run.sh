@@ -44,21 +44,38 @@ seconds=${FUZZ_SECONDS:-8}
 limit=(-max_total_time="$seconds")
 if [[ -n "${FUZZ_RUNS:-}" ]]; then limit=(-runs="$FUZZ_RUNS"); fi
 mkdir -p "$build_dir/crashes"
-failed=()
-printf '%-20s %10s %8s %8s %s\n' target execs cov ft result
-for t in "${targets[@]}"; do
-  seeds=tests/fuzz/corpus/${t%_fuzz}
-  work=$build_dir/corpus/${t%_fuzz}
+# One target: its exit status is the result; its log holds the stats the table reads.
+run_target() {
+  local t=$1 seeds=tests/fuzz/corpus/${1%_fuzz} work=$build_dir/corpus/${1%_fuzz} max_len=65536
   mkdir -p "$work"
-  log=$build_dir/$t.log
   # The explainer cuts lines at 4096 bytes (kMaxExplainLineBytes) and keeps state across lines: 8 KiB
   # inputs cover a cut line and several lines around it; longer ones repeat the same per-line work at a
   # few inputs per second under the sanitizers (docs/fuzzing.md).
-  max_len=65536
   if [[ $t == explain_fuzz ]]; then max_len=8192; fi
   # -timeout: one input may take at most 10 s (a hang is a finding); -rss_limit_mb bounds memory.
-  if "$build_dir/tests/fuzz/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=$max_len -print_final_stats=1 \
-       -artifact_prefix="$build_dir/crashes/$t-" "$work" "$seeds" >"$log" 2>&1; then
+  "$build_dir/tests/fuzz/$t" "${limit[@]}" -timeout=10 -rss_limit_mb=2048 -max_len=$max_len -print_final_stats=1 \
+    -artifact_prefix="$build_dir/crashes/$t-" "$work" "$seeds" >"$build_dir/$t.log" 2>&1
+}
+# Each target is one single-threaded process: up to JOBS of them run at once (a time-bounded smoke run
+# then takes FUZZ_SECONDS x targets / JOBS), and the table lists them in order once all are done.
+declare -A pids=()
+running=()
+for t in "${targets[@]}"; do
+  while ((${#running[@]} >= jobs)); do
+    wait -n || true
+    still=()
+    for r in "${running[@]}"; do if kill -0 "${pids[$r]}" 2>/dev/null; then still+=("$r"); fi; done
+    running=("${still[@]}")
+  done
+  run_target "$t" &
+  pids[$t]=$!
+  running+=("$t")
+done
+failed=()
+printf '%-20s %10s %8s %8s %s\n' target execs cov ft result
+for t in "${targets[@]}"; do
+  log=$build_dir/$t.log
+  if wait "${pids[$t]}"; then
     result=ok
   else
     result="FAILED (see $log)"
