@@ -178,6 +178,36 @@ case "$rc" in
   *) record gpudoctor fail $(( $(date +%s) - start )) "$out/gpudoctor.log" "gpudoctor exit $rc" ;;
 esac
 
+# The torch.distributed backend: compiled here against this machine's Python and torch (torch/build.sh;
+# exit 3 = a compiler, Python.h or torch is missing here), then CUDA tensors at world size 1.
+if [ -n "$bundle" ] && [ -x "$bundle/torch/build.sh" ]; then
+  printf '\n=== torch-build ===\n'
+  start=$(date +%s)
+  timeout 600 "$bundle/torch/build.sh" > "$out/torch-build.log" 2>&1
+  rc=$?
+  tail -n 5 "$out/torch-build.log"
+  case "$rc" in
+    0) record torch-build pass $(( $(date +%s) - start )) "$out/torch-build.log" "" ;;
+    3) record torch-build skip $(( $(date +%s) - start )) "$out/torch-build.log" "$(tail -n 1 "$out/torch-build.log")" ;;
+    *) record torch-build fail $(( $(date +%s) - start )) "$out/torch-build.log" "exit $rc" ;;
+  esac
+  if ! grep -q $'^torch-build\tpass' "$steps"; then
+    printf '\n=== torch-cuda ===\n'
+    record torch-cuda skip 0 "" "the torch backend was not built here (see torch-build)"
+  elif [ "$ngpus" -lt 1 ]; then
+    printf '\n=== torch-cuda ===\n'
+    record torch-cuda skip 0 "" "needs a GPU: $gpu_reason"
+  else
+    rm -f "$out/torch-init"
+    run_step torch-cuda 1 300 /usr/bin/env PYTHONPATH="$bundle/torch" COMMKIT_TEST_INIT="file://$out/torch-init" \
+      python3 "$bundle/torch/_cuda_worker.py"
+    if [ "$quick" = 0 ]; then
+      run_step torch-cuda-allreduce 1 300 /usr/bin/env PYTHONPATH="$bundle/torch" \
+        python3 "$bundle/torch/cuda_allreduce.py" --json "$out/torch-cuda-allreduce.json"
+    fi
+  fi
+fi
+
 # commkit-bench: the host path proves the bundle's binaries and libraries run at all; the device
 # path checks every collective on GPU buffers (#wrong must be 0), then sweeps all-reduce against raw
 # NCCL. One rank per GPU, as threads of one process (-g).

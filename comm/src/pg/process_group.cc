@@ -127,7 +127,9 @@ class ProcessGroup::Impl {
       // A collective may block until peers arrive; queued sends and receives must not wait for it.
       if (send_exec_) send_exec_->Nudge();
       if (recv_exec_) recv_exec_->Nudge();
-      if (!p2p && queue_.empty() && !busy_ && PayloadBytes(args) <= inline_bytes_) {
+      // Device work (NCCL) only enqueues on a stream, whatever its size: always inline.
+      if (!p2p && queue_.empty() && !busy_ &&
+          (PayloadBytes(args) <= inline_bytes_ || args.memory == MemoryKind::kDevice)) {
         busy_ = true;
         run_here = true;
       } else {
@@ -206,7 +208,13 @@ class ProcessGroup::Impl {
     Status s = work.ok() ? (*work)->Wait(args.timeout + std::chrono::seconds(5)) : work.status();
     // Checked on the communicator: the verdict comes with the collective's completion (no host
     // synchronisation here), so the caller gets the backend's Work behind one that reports the diff.
-    if (s.ok() && args.check_fingerprint) *then = mismatch_.Deferred(args, std::move(*work));
+    // Device work (NCCL): Wait() only ordered the stream, so the backend's Work is what completes
+    // later and what Synchronize() must block on.
+    if (s.ok() && args.check_fingerprint) {
+      *then = mismatch_.Deferred(args, std::move(*work));
+    } else if (s.ok() && args.memory == MemoryKind::kDevice) {
+      *then = std::move(*work);
+    }
     if (s.ok()) return s;
     if (backend_checks && !p2p && s.code() == StatusCode::kMismatch) return mismatch_.Report(args);
     return Failed(args, health_.Diagnose(args, s));

@@ -112,13 +112,26 @@ Result<std::unique_ptr<NcclComm>> NcclComm::Split(int color, int key, const Nccl
   DeviceGuard guard(device_);
   COMMKIT_RETURN_IF_ERROR(guard.status().WithContext(where));
   ncclConfig_t config = MakeConfig(cfg);
-  ncclComm_t raw = nullptr;
-  ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &raw, &config);
-  // Nonblocking: NCCL returns ncclInProgress and the new communicator finishes in the background;
-  // it is polled below.
+  // Nonblocking split: NCCL keeps the handle's address and stores the new communicator there from its
+  // own thread when the split completes (it stays NULL until then). So the slot lives on the heap and
+  // is freed only once the split is known to be over; a split still running at the deadline leaks it.
+  auto* slot = new ncclComm_t(nullptr);
+  ncclResult_t r = ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, slot, &config);
   if (r != ncclSuccess && r != ncclInProgress) {
+    delete slot;
     return MapNcclResult(r, NcclPhase::kSplit, where, ncclGetLastError(comm_));
   }
+  // While a nonblocking split runs, the parent reports ncclInProgress; ncclCommSplit itself may
+  // already have returned ncclSuccess (NCCL 2.28 returns the child's setup result, not the group's).
+  if (r == ncclInProgress || !blocking_) {
+    Status parent = WaitNotInProgress(NcclPhase::kSplit, deadline, where);
+    if (!parent.ok()) {
+      if (parent.code() != StatusCode::kTimeout) delete slot;
+      return parent;
+    }
+  }
+  ncclComm_t raw = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+  delete slot;
   if (raw == nullptr) return std::unique_ptr<NcclComm>();  // NOCOLOR
   int rank = 0;
   int size = 0;

@@ -33,16 +33,50 @@ NcclWorkState::NcclWorkState(std::uint64_t seq, std::string op, int device, cuda
     : seq_(seq), op_(std::move(op)), device_(device), stream_(stream), deadline_(deadline),
       enqueued_(Clock::now()) {}
 
-NcclWorkState::~NcclWorkState() {
-  if (event_ != nullptr) cudaEventDestroy(event_);
+CudaEventPool::~CudaEventPool() {
+  for (cudaEvent_t e : free_) cudaEventDestroy(e);
 }
 
-Status NcclWorkState::RecordCompletion() {
+cudaEvent_t CudaEventPool::Take(int* error) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!free_.empty()) {
+      cudaEvent_t e = free_.back();
+      free_.pop_back();
+      return e;
+    }
+  }
+  cudaEvent_t e = nullptr;
+  *error = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  return *error == cudaSuccess ? e : nullptr;
+}
+
+void CudaEventPool::Give(cudaEvent_t event) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::string where = StrCat("work #", seq_, " ", op_, " on cuda:", device_);
-  COMMKIT_RETURN_IF_ERROR(CudaStatus(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming),
-                                     StrCat(where, ": cudaEventCreate")));
-  return CudaStatus(cudaEventRecord(event_, stream_), StrCat(where, ": cudaEventRecord"));
+  free_.push_back(event);
+}
+
+NcclWorkState::~NcclWorkState() {
+  if (event_ == nullptr) return;
+  if (events_ != nullptr) {
+    events_->Give(event_);
+  } else {
+    cudaEventDestroy(event_);
+  }
+}
+
+Status NcclWorkState::RecordCompletion(std::shared_ptr<CudaEventPool> events) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int error = cudaSuccess;
+  event_ = events->Take(&error);
+  if (event_ == nullptr) {
+    return CudaStatus(static_cast<cudaError_t>(error),
+                      StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": cudaEventCreate"));
+  }
+  events_ = std::move(events);
+  cudaError_t recorded = cudaEventRecord(event_, stream_);
+  if (recorded == cudaSuccess) return Status::Ok();
+  return CudaStatus(recorded, StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": cudaEventRecord"));
 }
 
 bool NcclWorkState::Poll() {
@@ -76,10 +110,16 @@ bool NcclWorkState::Poll() {
       break;
     }
   }
+  // The verdicts are folded into error_: the slots go back to the pool now, not when the engine
+  // drops this state (which can be much later), so a steady stream of works reuses one chunk.
+  mismatch_seen_ = error_.code() == StatusCode::kMismatch;
+  checks_.clear();
   return true;
 }
 
 bool NcclWorkState::MismatchSeen() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (checks_.empty()) return mismatch_seen_;
   for (const auto& check : checks_)
     if (check->Verdict() == FingerprintVerdict::kDiffer) return true;
   return false;
@@ -256,7 +296,7 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Issue(std::string op, cudaStr
     work = std::make_shared<NcclWorkState>(++seq_, std::move(op), comm_->device(), stream, deadline);
   }
   work->SetChecks(std::move(checks));
-  COMMKIT_RETURN_IF_ERROR(work->RecordCompletion());
+  COMMKIT_RETURN_IF_ERROR(work->RecordCompletion(events_));
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!failure_.ok()) {
