@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <numeric>
+#include <optional>
 
 #include "commkit/comm/nccl/nccl_runtime.h"
 #include "commkit/comm/nccl/nccl_types.h"
@@ -83,8 +84,9 @@ struct WorkSlot {
 
 class NcclWork : public Work {
  public:
-  NcclWork(std::shared_ptr<WorkSlot> slot, std::uint64_t sequence, std::string what)
-      : slot_(std::move(slot)), sequence_(sequence), what_(std::move(what)) {}
+  // `kind` unset: the work of a whole coalesced group.
+  NcclWork(std::shared_ptr<WorkSlot> slot, std::uint64_t sequence, std::optional<CollectiveKind> kind)
+      : slot_(std::move(slot)), sequence_(sequence), kind_(kind) {}
 
   bool Test() override {
     auto [state, error, filled] = Get();
@@ -125,11 +127,13 @@ class NcclWork : public Work {
     return {slot_->state, slot_->error, slot_->filled};
   }
   Status NotIssued() const {
-    return Status::InvalidArgument(StrCat(what_, ": waited on a coalesced op before NcclEndCoalescing()"));
+    return Status::InvalidArgument(
+        StrCat(kind_ ? StrCat(ToString(*kind_), " #", sequence_) : std::string("coalesced group"),
+               ": waited on a coalesced op before NcclEndCoalescing()"));
   }
   std::shared_ptr<WorkSlot> slot_;
   std::uint64_t sequence_;
-  std::string what_;
+  std::optional<CollectiveKind> kind_;
 };
 
 class NcclBackend : public Backend {
@@ -162,10 +166,13 @@ class NcclBackend : public Backend {
   bool ChecksMismatchOnCompletion() const override { return true; }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
-    std::string what = StrCat(ToString(a.kind), " #", a.sequence, " on group '", context_.group_name,
-                              "' (rank ", context_.rank, "/", context_.size, ")");
+    // Formatted only where an error needs it: this runs once per collective.
+    auto what = [&] {
+      return StrCat(ToString(a.kind), " #", a.sequence, " on group '", context_.group_name, "' (rank ",
+                    context_.rank, "/", context_.size, ")");
+    };
     if (!Supports(a.kind, a.dtype, a.memory, a.op.kind)) {
-      return Status::NotSupported(StrCat(what, ": the NCCL backend cannot do ", ToString(a.kind), " on ",
+      return Status::NotSupported(StrCat(what(), ": the NCCL backend cannot do ", ToString(a.kind), " on ",
                                          ToString(a.memory), " ", ToString(a.dtype), " with ",
                                          a.op.ToString(), " (NCCL needs device buffers and has no "
                                          "bitwise reductions)"));
@@ -174,14 +181,14 @@ class NcclBackend : public Backend {
     int op = ToNccl(a.op.kind);
     std::vector<NcclCleanup> cleanups;
     if (IsReduction(a.kind) && a.op.kind == ReduceKind::kPreMulSum) {
-      COMMKIT_ASSIGN_OR_RETURN(PreMulSumOp pm, CreatePreMulSum(engine_->comm().raw(), a.op.scalar, dtype, what));
+      COMMKIT_ASSIGN_OR_RETURN(PreMulSumOp pm, CreatePreMulSum(engine_->comm().raw(), a.op.scalar, dtype, what()));
       op = pm.op;
       cleanups.push_back(std::move(pm.cleanup));
     }
     auto plan = Plan(a, dtype, op);
     if (!plan.ok()) {
       for (auto& cleanup : cleanups) cleanup(engine_->comm().raw());  // destroy a PreMulSum op
-      return plan.status().WithContext(what);
+      return plan.status().WithContext(what());
     }
     std::vector<NcclCall> calls = std::move(*plan);
     // The fingerprint check goes first into the collective's own group: one launch, no host
@@ -192,7 +199,7 @@ class NcclBackend : public Backend {
       auto acquired = fingerprints_->Acquire(a.fingerprint);
       if (!acquired.ok()) {
         for (auto& cleanup : cleanups) cleanup(engine_->comm().raw());
-        return acquired.status().WithContext(what);
+        return acquired.status().WithContext(what());
       }
       check = std::move(*acquired);
       calls.insert(calls.begin(), check->Call());
@@ -200,7 +207,7 @@ class NcclBackend : public Backend {
     cudaStream_t stream = AsStream(a.stream != nullptr ? a.stream : options_.default_stream);
     auto slot = std::make_shared<WorkSlot>();
     bool was_coalescing = engine_->coalescing();
-    auto issued = engine_->Enqueue(what, stream, std::move(calls), std::move(cleanups), a.timeout, std::move(check));
+    auto issued = engine_->Enqueue(StrCat(ToString(a.kind), " #", a.sequence), stream, std::move(calls), std::move(cleanups), a.timeout, std::move(check));
     if (!issued.ok()) return issued.status();
     if (was_coalescing && *issued == nullptr) {
       coalesced_slots_.push_back(slot);
@@ -208,7 +215,7 @@ class NcclBackend : public Backend {
       slot->state = *issued;
       slot->filled = true;
     }
-    return std::unique_ptr<Work>(std::make_unique<NcclWork>(slot, a.sequence, what));
+    return std::unique_ptr<Work>(std::make_unique<NcclWork>(slot, a.sequence, a.kind));
   }
 
   Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int key) override {
@@ -269,8 +276,7 @@ class NcclBackend : public Backend {
     auto slot = std::make_shared<WorkSlot>();
     slot->state = *issued;
     slot->filled = true;
-    return std::unique_ptr<Work>(std::make_unique<NcclWork>(
-        slot, 0, StrCat("coalesced group on '", context_.group_name, "'")));
+    return std::unique_ptr<Work>(std::make_unique<NcclWork>(slot, 0, std::nullopt));
   }
 
   NcclCommConfig CommConfig(const std::string& group_name) const {

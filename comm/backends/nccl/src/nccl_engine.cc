@@ -85,6 +85,23 @@ bool NcclWorkState::Poll() {
   if (event_ == nullptr) return false;
   cudaError_t err = cudaEventQuery(event_);
   if (err == cudaErrorNotReady) return false;
+  CompleteLocked(err);
+  return true;
+}
+
+bool NcclWorkState::done() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return done_;
+}
+
+void NcclWorkState::CompleteInStreamOrder() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (done_ || event_ == nullptr) return;
+  CompleteLocked(cudaSuccess);
+}
+
+void NcclWorkState::CompleteLocked(int query_result) {
+  const auto err = static_cast<cudaError_t>(query_result);
   done_ = true;
   finished_ = Clock::now();
   if (err != cudaSuccess) {
@@ -92,7 +109,7 @@ bool NcclWorkState::Poll() {
     error_ = Status::BackendError(StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": CUDA ",
                                          cudaGetErrorName(err), ": ", cudaGetErrorString(err),
                                          ". Hint: check dmesg for Xid errors and run gpudoctor"));
-    return true;
+    return;
   }
   // The event fired after the whole group, the checks included: their results are final.
   for (const auto& check : checks_) {
@@ -114,7 +131,6 @@ bool NcclWorkState::Poll() {
   // drops this state (which can be much later), so a steady stream of works reuses one chunk.
   mismatch_seen_ = error_.code() == StatusCode::kMismatch;
   checks_.clear();
-  return true;
 }
 
 bool NcclWorkState::MismatchSeen() const {
@@ -265,9 +281,9 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Issue(std::string op, cudaStr
                                                          std::chrono::milliseconds timeout) {
   if (timeout <= std::chrono::milliseconds(0)) timeout = options_.timeout;
   std::lock_guard<std::mutex> issue_lock(issue_mutex_);
-  std::string where = StrCat(Describe(), ": ", op);
+  // Context strings are formatted only on the error paths: this runs once per collective.
   DeviceGuard guard(comm_->device());
-  COMMKIT_RETURN_IF_ERROR(guard.status().WithContext(where));
+  if (!guard.status().ok()) return guard.status().WithContext(StrCat(Describe(), ": ", op));
   auto deadline = Clock::now() + timeout;
   ncclComm_t raw = comm_->raw();
   bool grouped = calls.size() > 1;
@@ -281,7 +297,8 @@ Result<std::shared_ptr<NcclWorkState>> NcclEngine::Issue(std::string op, cudaStr
     ncclResult_t end = ncclGroupEnd();
     if (result == ncclSuccess || result == ncclInProgress) result = end;
   }
-  Status enqueued = comm_->CheckEnqueue(result, where, deadline);
+  Status enqueued =
+      result == ncclSuccess ? Status::Ok() : comm_->CheckEnqueue(result, StrCat(Describe(), ": ", op), deadline);
   for (auto& cleanup : cleanups) cleanup(raw);
   if (!enqueued.ok()) {
     if (NcclRecoveryFor(result) == NcclRecovery::kAbortCommunicator || enqueued.code() == StatusCode::kTimeout) {
@@ -320,16 +337,43 @@ std::size_t NcclEngine::pending() const {
 
 std::string NcclEngine::Describe() const { return comm_->Describe(); }
 
+// Works on one stream complete in issue order, so per stream a binary search over the pending works
+// finds the first one still running with O(log n) event queries, and everything before it is complete
+// without asking CUDA about each (at a high call rate thousands of works are pending per sweep, and
+// the sweep holds mutex_, which Issue() needs).
+void NcclEngine::SweepCompleted() {
+  std::vector<cudaStream_t> streams;
+  for (const auto& w : pending_)
+    if (std::find(streams.begin(), streams.end(), w->stream()) == streams.end()) streams.push_back(w->stream());
+  std::vector<NcclWorkState*> mine;
+  for (cudaStream_t stream : streams) {
+    mine.clear();
+    for (const auto& w : pending_)
+      if (w->stream() == stream) mine.push_back(w.get());
+    std::size_t lo = 0, hi = mine.size();  // invariant: [0, lo) complete, [hi, n) still running
+    while (lo < hi) {
+      std::size_t mid = lo + (hi - lo) / 2;
+      if (mine[mid]->Poll()) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    for (std::size_t i = 0; i < lo; ++i) mine[i]->CompleteInStreamOrder();
+  }
+}
+
 Status NcclEngine::Check(Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!failure_.ok()) return failure_;
   if (comm_->aborted()) return Status::Aborted(StrCat(Describe(), ": communicator was aborted"));
   Status async = comm_->AsyncError();
   if (!async.ok()) return async;
+  SweepCompleted();
   Status timed_out;
   pending_.erase(std::remove_if(pending_.begin(), pending_.end(),
                                 [&](const std::shared_ptr<NcclWorkState>& w) {
-                                  if (w->Poll()) {
+                                  if (w->done()) {
                                     // Mismatches do not break the communicator, and the caller
                                     // may never look at this work: say it here too.
                                     Status e = w->error();

@@ -66,6 +66,11 @@ class NcclWorkState {
   bool MismatchSeen() const;
   // Non-blocking: true when done (successfully or not); error() says which.
   bool Poll();
+  // Marks the work complete without querying its event, because a later work on the same stream
+  // completed (a stream runs its work in order). The fingerprint verdicts are read as in Poll().
+  void CompleteInStreamOrder();
+  // Whether Poll(), CompleteInStreamOrder() or Fail() has completed it (no event query).
+  bool done() const;
   Status error() const;
   // Marks the work failed (watchdog/abort). Idempotent: the first error wins.
   void Fail(const Status& error);
@@ -78,6 +83,8 @@ class NcclWorkState {
   double duration_seconds() const;
 
  private:
+  void CompleteLocked(int query_result);  // mutex_ held; query_result is a cudaError_t
+
   const std::uint64_t seq_;
   const std::string op_;
   const int device_;
@@ -139,6 +146,7 @@ class NcclEngine : public Watched, public std::enable_shared_from_this<NcclEngin
   void FailPending(const Status& error) override;
 
  private:
+  void SweepCompleted();  // mutex_ held
   Result<std::shared_ptr<NcclWorkState>> Issue(std::string op, cudaStream_t stream,
                                                std::vector<NcclCall>& calls,
                                                std::vector<NcclCleanup>& cleanups,
