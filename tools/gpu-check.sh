@@ -178,6 +178,13 @@ case "$rc" in
   *) record gpudoctor fail $(( $(date +%s) - start )) "$out/gpudoctor.log" "gpudoctor exit $rc" ;;
 esac
 
+# commkit-topo on the real machine: what the probes see, and the NCCL XML commkit would hand NCCL
+# (compare with NCCL's own view, dumped by the bench-nccl-allreduce step: nccl-topo-dump.xml).
+if [ -x "$bin/commkit-topo" ]; then
+  run_step topology 0 120 "$bin/commkit-topo" show
+  "$bin/commkit-topo" export --format nccl-xml -o "$out/commkit-topo.xml" > /dev/null 2>&1 || true
+fi
+
 # The torch.distributed backend: compiled here against this machine's Python and torch (torch/build.sh;
 # exit 3 = a compiler, Python.h or torch is missing here), then CUDA tensors at world size 1.
 if [ -n "$bundle" ] && [ -x "$bundle/torch/build.sh" ]; then
@@ -220,7 +227,9 @@ for coll in allreduce allgather reduce_scatter broadcast reduce alltoall sendrec
     record bench-nccl-sendrecv skip 0 "" "a ring of sends needs >= 2 GPUs; this machine has $ngpus"
     continue
   fi
-  run_step "bench-nccl-$coll" 1 600 "$bench" "$coll" -B nccl --raw nccl --local "$ranks" -b 8 -e 8M -f 32 -w 2 -n 5 \
+  dump=()
+  [ "$coll" = allreduce ] && dump=(/usr/bin/env NCCL_TOPO_DUMP_FILE="$out/nccl-topo-dump.xml")
+  run_step "bench-nccl-$coll" 1 600 "${dump[@]}" "$bench" "$coll" -B nccl --raw nccl --local "$ranks" -b 8 -e 8M -f 32 -w 2 -n 5 \
     --no-progress --predict off --format json --output "$out/bench-nccl-$coll.jsonl"
 done
 if [ "$quick" = 0 ]; then

@@ -45,4 +45,31 @@ std::string EscapeControl(std::string_view text, bool keep_newlines) {
   return out;
 }
 
+std::string StripTerminalEscapes(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '\x1b') {
+      out += text[i];
+      continue;
+    }
+    if (i + 1 >= text.size()) break;  // a lone ESC at the end
+    const char kind = text[i + 1];
+    std::size_t j = i + 2;
+    if (kind == '[') {  // CSI: parameter and intermediate bytes 0x20-0x3f, then one final byte 0x40-0x7e
+      while (j < text.size() && static_cast<unsigned char>(text[j]) >= 0x20 && static_cast<unsigned char>(text[j]) <= 0x3f) ++j;
+      if (j < text.size()) ++j;
+    } else if (kind == ']') {  // OSC: up to BEL or ESC '\'
+      while (j < text.size() && text[j] != '\a' && !(text[j] == '\x1b' && j + 1 < text.size() && text[j + 1] == '\\')) ++j;
+      if (j < text.size()) j += text[j] == '\a' ? 1 : 2;
+    } else {  // ESC, intermediate bytes 0x20-0x2f, one final byte ("ESC ( B", "ESC 7")
+      j = i + 1;
+      while (j < text.size() && static_cast<unsigned char>(text[j]) >= 0x20 && static_cast<unsigned char>(text[j]) <= 0x2f) ++j;
+      if (j < text.size()) ++j;
+    }
+    i = j - 1;
+  }
+  return out;
+}
+
 }  // namespace commkit

@@ -76,6 +76,13 @@ CheckOutcome EnvNccl(const Ctx& ctx) {
     if (StartsWith(k, "NCCL_") || StartsWith(k, "FI_") || k == "CUDA_VISIBLE_DEVICES") ev.push_back(k + "=" + v);
   for (const auto& [k, v] : env) {
     if (!StartsWith(k, "NCCL_")) continue;
+    // NVIDIA's CUDA container images set NCCL_VERSION to the NCCL they ship; NCCL never reads it,
+    // and the library a job loads (a pip wheel's, say) can be another one.
+    if (k == "NCCL_VERSION") {
+      ev.push_back("NCCL_VERSION=" + v + " is the container image's label for its NCCL, not an NCCL setting; "
+                   "which library loads is nccl.libs' question");
+      continue;
+    }
     bool known = false;
     std::string best;
     std::size_t best_d = 99;

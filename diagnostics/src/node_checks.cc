@@ -22,6 +22,7 @@
 #include "commkit/diagnostics/check.h"
 #include "commkit/topology/nccl_libraries.h"
 #include "commkit/topology/netif.h"
+#include "commkit/topology/probe.h"
 #include "check_support.h"
 
 namespace commkit::diagnostics {
@@ -286,7 +287,23 @@ CheckOutcome GpuPersistence(const Ctx& ctx) {
         if (line.find("Disabled") != std::string::npos || line.find("Off") != std::string::npos) off.push_back(g);
       }
   }
-  if (ev.empty()) return Outcome(CheckStatus::kSkip, "persistence mode not reported in /proc/driver/nvidia/gpus/*/information");
+  // Some drivers (seen on a Firecracker VM with an H100, driver 580) leave the line out of /proc; NVML
+  // answers the same question.
+  if (ev.empty()) {
+    const Result<topology::ProbeReport>& rep = ctx.topology();
+    if (rep.ok() && rep->gpu.nvml_available) {
+      for (const topology::NvmlGpu& g : rep->gpu.gpus) {
+        if (!g.persistence_mode) continue;
+        const std::string gpu = StrCat("GPU", g.index, " (", g.bus_id, ")");
+        ev.push_back(StrCat("NVML nvmlDeviceGetPersistenceMode: ", gpu, " ", *g.persistence_mode ? "enabled" : "disabled"));
+        if (!*g.persistence_mode) off.push_back(gpu);
+      }
+    }
+  }
+  if (ev.empty()) {
+    return Outcome(CheckStatus::kSkip,
+                   "persistence mode reported neither in /proc/driver/nvidia/gpus/*/information nor by NVML");
+  }
   if (!off.empty())
     return Outcome(CheckStatus::kWarn, "persistence mode off on " + Join(off, " ") + " (slow, variable CUDA init)", ev,
                    "systemctl enable --now nvidia-persistenced (or nvidia-smi -pm 1)");

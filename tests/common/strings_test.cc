@@ -1,3 +1,4 @@
+#include "commkit/common/escape.h"
 #include "commkit/common/strings.h"
 
 #include <gtest/gtest.h>
@@ -28,6 +29,18 @@ TEST(Strings, ParseIntIsStrict) {
   EXPECT_EQ(ParseDouble("2.5"), 2.5);
   EXPECT_FALSE(ParseDouble("nan"));
   EXPECT_FALSE(ParseDouble("1.0.0"));
+}
+
+TEST(Strings, StripTerminalEscapes) {
+  // nvidia-smi 580's `topo -m` header, redirected to a file on an H100 VM (tests/data/topology).
+  EXPECT_EQ(StripTerminalEscapes("\t\x1b[4mGPU0\tCPU Affinity\x1b[0m\n"), "\tGPU0\tCPU Affinity\n");
+  EXPECT_EQ(StripTerminalEscapes("\x1b[1;31mred\x1b[0m plain"), "red plain");
+  EXPECT_EQ(StripTerminalEscapes("a\x1b]0;title\ab"), "ab");          // OSC ended by BEL
+  EXPECT_EQ(StripTerminalEscapes("a\x1b]8;;http://x\x1b\\b"), "ab");  // OSC ended by ST
+  EXPECT_EQ(StripTerminalEscapes("a\x1b(Bb"), "ab");                 // two-byte ESC x
+  EXPECT_EQ(StripTerminalEscapes("tail\x1b"), "tail");
+  EXPECT_EQ(StripTerminalEscapes("cut\x1b[12"), "cut");
+  EXPECT_EQ(StripTerminalEscapes("no escapes\there"), "no escapes\there");
 }
 
 TEST(Strings, HumanUnits) {

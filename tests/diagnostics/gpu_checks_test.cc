@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -344,6 +346,49 @@ TEST(GpuChecks, EccModesAndRemapThresholds) {
   many["remapped_rows_uncorrectable"] = 512;
   EXPECT_EQ(ecc(many).status, CheckStatus::kFail);
   EXPECT_EQ(ecc(Gpu(0)).status, CheckStatus::kSkip);  // NVML reported nothing
+}
+
+// A real machine: `gpudoctor snapshot` of the H100 VM (Firecracker, driver 580.159.04) that validated
+// the NCCL backend on 2026-11-24 (docs/gpu-validation.md). Replayed, every check gives what it gave
+// there; the two warnings are real (hostname on loopback, two NCCL libraries: the image's 2.28.3 and
+// the torch wheel's 2.28.9).
+TEST(GpuChecks, RealH100VmReplaysAsOnTheMachine) {
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(Fixture("h100-vm-firecracker"))}, {});
+  std::map<std::string, CheckStatus> got;
+  for (const CheckRecord& r : rep.records) got[r.info.id] = r.outcome.status;
+  const std::map<std::string, CheckStatus> want = {
+      {"gpu.nvml", CheckStatus::kPass},        {"gpu.driver", CheckStatus::kPass},   {"gpu.persistence", CheckStatus::kPass},
+      {"gpu.visibility", CheckStatus::kPass},  {"gpu.ecc", CheckStatus::kPass},      {"gpu.clocks", CheckStatus::kPass},
+      {"pci.link", CheckStatus::kPass},        {"env.nccl", CheckStatus::kPass},     {"net.nccl_socket", CheckStatus::kPass},
+      {"kernel.xid", CheckStatus::kPass},      {"net.hostname", CheckStatus::kWarn}, {"nccl.libs", CheckStatus::kWarn},
+      {"gpu.nvlink", CheckStatus::kSkip},      {"p2p.acs", CheckStatus::kSkip},      {"net.efa", CheckStatus::kSkip}};
+  for (const auto& [id, status] : want) {
+    ASSERT_TRUE(got.count(id)) << id;
+    EXPECT_EQ(got[id], status) << id;
+  }
+  EXPECT_EQ(rep.ExitCode(), 1);
+}
+
+// The H100 VM of docs/gpu-validation.md: /proc/driver/nvidia/gpus/*/information has no
+// "Persistence" line, so the answer comes from NVML.
+TEST(GpuChecks, PersistenceFromNvmlWhenProcOmitsIt) {
+  auto persistence = [](std::optional<bool> on) {
+    TempDir d;
+    d.Write("proc/driver/nvidia/gpus/0000:00:06.0/information", "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 33\n");
+    json g = Gpu(0);
+    if (on) g["persistence_mode"] = *on;
+    WriteNvml(d, json::array({g}));
+    return RunOne(d.path(), "gpu.persistence");
+  };
+  CheckOutcome o = persistence(true);
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  EXPECT_TRUE(Has(o.evidence, "NVML nvmlDeviceGetPersistenceMode: GPU0 (00000000:10:00.0) enabled"));
+  o = persistence(false);
+  EXPECT_EQ(o.status, CheckStatus::kWarn) << o.summary;
+  EXPECT_NE(o.summary.find("GPU0 (00000000:10:00.0)"), std::string::npos) << o.summary;
+  o = persistence(std::nullopt);
+  EXPECT_EQ(o.status, CheckStatus::kSkip);
+  EXPECT_NE(o.summary.find("nor by NVML"), std::string::npos) << o.summary;
 }
 
 TEST(GpuChecks, ClockReasonsDecoded) {

@@ -326,6 +326,22 @@ TEST(NodeChecksTest, EnvTyposAndContradictions) {
   EXPECT_NE(o.fix.find("export NCCL_SOCKET_IFNAME=eth0; unset NCCL_SOCKET_IFNAM"), std::string::npos);
 }
 
+// NVIDIA's CUDA images set NCCL_VERSION (seen on the H100 of docs/gpu-validation.md): a label,
+// explained as such, never reported as an unknown NCCL variable or a typo.
+TEST(NodeChecksTest, ContainerImageNcclVersionIsALabel) {
+  testing::TempDir dir;
+  dir.Write(".commkit/facts/env", "NCCL_VERSION=2.28.3-1\nNCCL_DEBUG=WARN");
+  Report rep = RunChecks(CheckRegistry::BuiltIn(), CheckContext{SystemView::Replay(dir.path())}, {{"env.nccl"}, {}});
+  const CheckOutcome& o = rep.records.at(0).outcome;
+  EXPECT_EQ(o.status, CheckStatus::kPass) << o.summary;
+  bool label = false;
+  for (const std::string& e : o.evidence) {
+    EXPECT_EQ(e.find("is not in gpudoctor's list"), std::string::npos) << e;
+    if (e.find("NCCL_VERSION=2.28.3-1 is the container image's label") != std::string::npos) label = true;
+  }
+  EXPECT_TRUE(label);
+}
+
 TEST(NodeChecksTest, CudaVisibleDevicesOutOfRange) {
   testing::TempDir dir;
   dir.Write(".commkit/facts/env", "CUDA_VISIBLE_DEVICES=0,1,2");

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <map>
 
+#include "commkit/common/escape.h"
 #include "commkit/common/strings.h"
 #include "commkit/topology/import.h"
 #include "commkit/topology/path.h"
@@ -50,7 +51,8 @@ struct Table {
 Result<Table> ParseTable(std::string_view text, std::string_view origin, bool allow_extra) {
   if (text.size() > kMaxInputBytes) return Status::InvalidArgument(StrCat(origin, ": larger than 16 MiB"));
   Table t;
-  const std::vector<std::string> lines = Split(text, '\n');
+  // nvidia-smi 580 underlines the header row (ESC[4m ... ESC[0m) even when its output is redirected.
+  const std::vector<std::string> lines = Split(StripTerminalEscapes(text), '\n');
   bool in_matrix = false, done = false;
   for (std::size_t li = 0; li < lines.size(); ++li) {
     const int line_no = static_cast<int>(li) + 1;

@@ -12,4 +12,9 @@ namespace commkit {
 // passes unchanged, so the result is always valid UTF-8 (JSON writers accept it).
 std::string EscapeControl(std::string_view text, bool keep_newlines = true);
 
+// Removes terminal escape sequences (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ESC \\", and
+// "ESC intermediates final" such as "ESC ( B"): what tools such as nvidia-smi write into captured
+// text even when redirected.
+std::string StripTerminalEscapes(std::string_view text);
+
 }  // namespace commkit
