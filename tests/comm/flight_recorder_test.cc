@@ -116,10 +116,13 @@ TEST(FlightRecorder, ConcurrentWritersNeverProduceTornEntries) {
   auto r = FlightRecorder::Create({0, 4, "world", "host"}, Quiet(64));
   constexpr int kThreads = 4;
   constexpr std::uint64_t kPerThread = 5000;
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, reading{false};
   std::atomic<int> torn{0}, seen{0};
+  // On a loaded machine the writers can finish before the reader is first scheduled: they wait for it
+  // (bounded), and it keeps reading until it has seen entries.
   std::thread reader([&] {
-    for (int i = 0; i < 2000 && !done.load(); ++i) {
+    reading = true;
+    for (int i = 0; i < 2000 && (!done.load() || seen.load() == 0); ++i) {
       for (const FlightRecord& e : r->Snapshot("test").entries) {
         seen.fetch_add(1);
         if (e.count != e.sequence * 3 || e.fingerprint != 0x1234 + e.sequence || e.root != static_cast<int>(e.sequence % 3))
@@ -127,6 +130,8 @@ TEST(FlightRecorder, ConcurrentWritersNeverProduceTornEntries) {
       }
     }
   });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!reading.load() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
   std::vector<std::thread> writers;
   for (int t = 0; t < kThreads; ++t) {
     writers.emplace_back([&, t] {

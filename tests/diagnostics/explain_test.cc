@@ -253,6 +253,31 @@ TEST(ExplainTest, IbRegMrMemlock) {
   EXPECT_NE(weak.Best()->confidence, Confidence::kHigh);
 }
 
+// commkit's own first GPU run (docs/gpu-validation.md): a split on a nonblocking communicator used
+// before NCCL finished it. NCCL's INFO probe of the missing IB plugin is no error.
+TEST(ExplainTest, NonblockingCommunicatorUsedTooEarly) {
+  Explanation ex = ExplainLog(
+      "vm:566:573 [0] NCCL INFO Failed to initialize NET plugin IB\n"
+      "[2026-11-24 09:45:28] vm:566:566 [0] init.cc:381 NCCL WARN Attempt to use communicator before the previous "
+      "operation returned ncclSuccess\n"
+      "vm:566:578 [0] NCCL INFO ncclCommSplit comm 0x5580f4093170 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 60 "
+      "parent 0x5580f3f89660 splitCount 1 color 0 key 0- Init START\n"
+      "[2026-11-24 09:45:28] vm:566:566 [0] group.cc:86 NCCL WARN ncclAsyncJobComplete: job 0x5580f31291f0 failed, "
+      "job error 3\n");
+  EXPECT_EQ(ex.facts.first_error.line, 2);
+  EXPECT_EQ(Claim(ex), "nccl.nonblocking_usage");
+  EXPECT_NE(ex.Best()->confidence, Confidence::kHigh);
+  EXPECT_NE(ex.Best()->fix.find("ncclCommGetAsyncError"), std::string::npos) << ex.Best()->fix;
+  // After an earlier NCCL failure the same line is its echo: the earlier cause comes first.
+  Explanation echo = ExplainLog(
+      "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_1:1/IB ; OOB ib0:10.0.0.1<0>\n"
+      "h:1:2 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<5> with error 12, "
+      "opcode 3, len 3, vendor err 81 (Send)\n"
+      "h:1:1 [0] init.cc:381 NCCL WARN Attempt to use communicator before the previous operation returned "
+      "ncclSuccess\n");
+  EXPECT_EQ(Claim(echo), "ib.completion_error");
+}
+
 TEST(ExplainTest, OldCompletionFormatOnRoceSuggestsGid) {
   Explanation ex = ExplainLog(
       "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_1:1/RoCE ; OOB ens1:10.0.0.1<0>\n"

@@ -140,6 +140,14 @@ const Family kFamilies[] = {
      "TORCH_NCCL_TRACE_BUFFER_SIZE=20000 TORCH_NCCL_DUMP_ON_TIMEOUT=1 (flight recorder), py-spy dump on the hung "
      "ranks, NCCL_DEBUG=INFO",
      "PyTorch ProcessGroupNCCL watchdog docs; flight recorder tutorial"},
+    {"nccl.nonblocking_usage",
+     "With a nonblocking communicator (ncclConfig_t.blocking = 0; PyTorch: TORCH_NCCL_USE_COMM_NONBLOCKING=1 or "
+     "eager init with device_id) poll ncclCommGetAsyncError until it returns ncclSuccess after every init, split "
+     "and group before the next call; ncclCommSplit fills the new handle only when the split completes. If an "
+     "earlier NCCL error is in the log, fix that one: this line is its echo",
+     "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT; rerun with TORCH_NCCL_USE_COMM_NONBLOCKING=0 (blocking) to compare",
+     "NCCL user guide, 'Fault tolerance' (nonblocking communicators and ncclCommGetAsyncError); NVIDIA/nccl#1734; "
+     "commkit docs/gpu-validation.md (ncclCommSplit on 2.28 stores the handle when the split completes)"},
     {"host.oom",
      "The host ran out of memory and the kernel killed a rank: reduce host memory use (data loader workers, pinned "
      "memory) or give the job more memory (container / Slurm --mem)",

@@ -52,6 +52,12 @@ void CollectiveRules(const LineView& v, Candidates& c) {
   else if (Contains(l, "message truncated : received") && !Contains(l, "efa"))
     c.Hit("nccl.version_mismatch", 55, false, "A bootstrap message had an unexpected size: ranks probably run "
           "different NCCL releases (the bootstrap structures differ between versions)", &m);
+  // NCCL refuses a call on a nonblocking communicator whose previous operation (init, split, a group)
+  // has not returned ncclSuccess yet. Alone, that is the caller not polling ncclCommGetAsyncError; after
+  // an earlier NCCL failure it is that failure's echo, and the earlier line's cause outranks this one.
+  if (Contains(l, "attempt to use communicator before the previous operation returned ncclsuccess"))
+    c.Hit("nccl.nonblocking_usage", 60, false, "An NCCL call on a nonblocking communicator whose previous "
+          "operation (init, split or a group) was still in progress", &m);
   if (Any(l, {"for recv operation to complete", "for send operation to complete"}) && Contains(l, "timed out"))
     c.Hit("collective.timeout", 50, false, "A Gloo send/recv did not complete within the timeout", &m);
   if (Any(l, {"watchdog caught collective operation timeout", "timeout at nccl work", "collective operation timeout",

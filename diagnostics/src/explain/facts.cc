@@ -253,6 +253,9 @@ bool LooksLikeError(const Message& m) {
   const std::string& l = m.lower;
   // NCCL's error-path trace "file.cc:123 -> 2" repeats the error, it is not one.
   if (Contains(l, " -> ") && m.line->nccl_info) return false;
+  // NCCL probes its network plugins and transports at INFO ("Failed to initialize NET plugin IB" on every
+  // machine without InfiniBand); a plugin it needed and could not load is a WARN.
+  if (m.match.entry != nullptr && m.match.entry->level == "INFO" && m.match.entry->topic == "plugin") return false;
   // INFO-level catalog messages are progress reports unless they carry a failure or a socket errno
   // ("Call to connect returned Connection timed out, retrying").
   if (m.match.entry != nullptr && m.match.entry->level == "INFO" && !Contains(l, "fail") && !Contains(l, "error") &&

@@ -114,6 +114,14 @@ void EfaRules(const LogContext& log, const LineView& v, Candidates& c) {
   // --- EFA / libfabric
   bool ofi = efa_ctx || topic == "ofi" ||
              (m.match.entry != nullptr && (m.match.entry->source == "aws-ofi-nccl" || m.match.entry->source == "libfabric"));
+  // aws-ofi-nccl settles on libfabric's tcp / sockets provider only when no efa provider is usable (the EFA
+  // devices are not in the container, or libfabric lacks the provider), unless FI_PROVIDER asked for it.
+  if (Contains(l, "net/ofi selected provider is ") && Any(l, {"is tcp", "is sockets", "is udp"})) {
+    const std::string asked = log.Env("FI_PROVIDER");
+    if (asked.empty() || !Contains(l, ToLower(asked)))
+      c.Hit("efa.provider", 62, false, "aws-ofi-nccl fell back to libfabric's TCP provider: no usable EFA provider "
+            "(EFA devices or the efa provider missing here)", &m);
+  }
   if (ofi && err && (Any(l, {"provider", "fi_getinfo", "net/ofi", "libfabric", "plugin"}) || HasWord(l, "efa") ||
                      HasWord(l, "ofi")))
     c.Hit("efa.provider", Any(l, {"couldn't find any optimal provider", "fi_getinfo", "no provider", "unable to find"})
