@@ -73,6 +73,7 @@ std::atomic<OnDiffer> g_on_differ{OnDiffer::kFailAtCompletion};
 std::atomic<std::uint64_t> g_timeout_at_seq{0};  // this sequence times out although all ranks agree
 std::atomic<int> g_checked_runs{0};              // Run() calls that carried check_fingerprint
 std::atomic<bool> g_hold{false};                 // while set, no fake device work completes
+std::atomic<int> g_unchecked_device_delay_ms{5};  // completion delay of device work run without a check
 
 // A device work: done `delay` after Run; Wait() only orders (returns at once), Synchronize() blocks.
 class FakeDeviceWork final : public Work {
@@ -103,13 +104,23 @@ class FakeDeviceBackend final : public Backend {
  public:
   explicit FakeDeviceBackend(std::unique_ptr<Backend> inner) : inner_(std::move(inner)) {}
   std::string_view Name() const override { return "fakedevice"; }
+  // "Device" buffers are host memory the inner host backend works on.
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
-    return inner_->Supports(kind, dtype, memory, op);
+    return inner_->Supports(kind, dtype, memory == MemoryKind::kDevice ? MemoryKind::kHost : memory, op);
   }
   bool ChecksMismatchOnCompletion() const override { return true; }
 
-  Result<std::unique_ptr<Work>> Run(const CollectiveArgs& args) override {
-    if (!args.check_fingerprint) return inner_->Run(args);
+  Result<std::unique_ptr<Work>> Run(const CollectiveArgs& device_args) override {
+    CollectiveArgs args = device_args;
+    args.memory = MemoryKind::kHost;
+    if (!args.check_fingerprint) {
+      if (device_args.memory != MemoryKind::kDevice) return inner_->Run(args);
+      auto work = inner_->Run(args);
+      if (!work.ok()) return work.status();
+      Status s = (*work)->Wait(args.timeout);
+      return std::unique_ptr<Work>(new FakeDeviceWork(std::move(s), args.sequence,
+                                                      std::chrono::milliseconds(g_unchecked_device_delay_ms.load())));
+    }
     ++g_checked_runs;
     // The check on the communicator: [w, ~w] MAX over the ranks, through the inner backend's own
     // transport (no store).
@@ -376,6 +387,36 @@ TEST(PgDeferredFingerprint, NoCheckWhenDisabled) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(g_checked_runs.load(), 0);
+}
+
+// Device work without a fingerprint check (world size 1, or the check off): the group's Work must be
+// the backend's, so Synchronize() waits for the device and Test() says "not yet" meanwhile. The process
+// group once returned a completed Work as soon as Wait() had only ordered the stream, and every
+// out-of-place result read on the host was 0 (found on an H100, docs/gpu-validation.md). Small
+// collectives run inline and larger ones used to go through the worker: both sizes.
+TEST(PgDeferredFingerprint, SynchronizeWaitsForUncheckedDeviceWork) {
+  RegisterFakes();
+  g_unchecked_device_delay_ms = 150;
+  ProcessGroupOptions o;
+  o.backend = "fakedevice";
+  o.timeout = 30s;
+  o.memory = MemoryKind::kDevice;
+  o.check_mismatch = false;
+  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, o);
+  ASSERT_TRUE(pg.ok()) << pg.status().ToString();
+  for (std::size_t n : {std::size_t{8}, std::size_t{1} << 20}) {
+    SCOPED_TRACE(n);
+    std::vector<float> in(n, 3.0f), out(n, 0.0f);
+    const auto start = Clock::now();
+    auto w = (*pg)->Allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::Sum());
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    EXPECT_FALSE((*w)->Test()) << "the device work has not completed yet";
+    COMMKIT_ASSERT_OK((*w)->Synchronize(10s));
+    EXPECT_GE(Clock::now() - start, 120ms) << "Synchronize returned before the device work completed";
+    EXPECT_TRUE((*w)->Test());
+    EXPECT_EQ(out[n - 1], 3.0f);
+  }
+  g_unchecked_device_delay_ms = 5;
 }
 
 }  // namespace
