@@ -131,6 +131,21 @@ TEST_F(CommkitTopoCli, ShowJsonReportIsRejectedWithAHint) {
   EXPECT_NE(r.output.find("export --format json"), std::string::npos) << r.output;
 }
 
+// Real files from an H100 VM (tests/data/topology): NCCL's dump says link_width="0" and nvidia-smi's
+// matrix has no PCIe link at all; `show` says "?" for what nobody reported, never "x0".
+TEST(CommkitTopoCliReal, ShowMarksUnreportedLinkFieldsUnknown) {
+  const auto data = TestDataDir() / "topology";
+  auto dump = RunCommand((BinDir() / "commkit-topo").string() + " --from " +
+                         (data / "h100-vm_nccl-2.28.9_topo-dump.xml").string() + " show");
+  ASSERT_EQ(dump.exit_code, 0) << dump.output;
+  EXPECT_NE(dump.output.find("0000:00:06.0  PCIe gen5 x?"), std::string::npos) << dump.output;
+  auto smi = RunCommand((BinDir() / "commkit-topo").string() + " --from " +
+                        (data / "h100-vm_nvidia-smi-580_topo-m.txt").string() + " show");
+  ASSERT_EQ(smi.exit_code, 0) << smi.output;
+  EXPECT_NE(smi.output.find("PCIe gen? x?"), std::string::npos) << smi.output;
+  EXPECT_EQ(smi.output.find("x0"), std::string::npos) << smi.output;
+}
+
 // Indented lines right after a "header:" line of `show` output.
 std::vector<std::string> ShowSection(const std::string& out, const std::string& header) {
   std::vector<std::string> lines;

@@ -118,7 +118,10 @@ void PrintShow(const ProbeReport& r, std::ostream& out) {
     out << "GPUs: " << r.topology.GpuCount() << "\n";
     for (NodeId id : r.topology.Gpus()) {
       const Node& n = r.topology.node(id);
-      out << "  " << n.label << "  " << n.gpu.name << "  " << n.pci.bus_id << "  PCIe gen" << n.pci.link.gen << " x" << n.pci.link.width << "\n";
+      // 0 = not reported (a VM's sysfs, NCCL's link_width="0", nvidia-smi text): "?", not "gen0 x0".
+      auto known = [](int v) { return v > 0 ? std::to_string(v) : std::string("?"); };
+      out << "  " << n.label << "  " << n.gpu.name << "  " << n.pci.bus_id << "  PCIe gen" << known(n.pci.link.gen)
+          << " x" << known(n.pci.link.width) << "\n";
     }
   }
   out << "NICs:\n";
