@@ -30,6 +30,14 @@ for name in ("nccl-unit", "nccl-engine-gpu", "nccl-backend-gpu", "gpudoctor", "b
         problems.append(f"step {name} missing")
 if doc["failed"]:
     problems.append(f"failed steps: {doc['failed']}")
+import re
+manifest = json.load(open(sys.argv[1].replace("/out/summary.json", "/bundle/manifest.json")))
+if not re.fullmatch(r"\d+\.\d+", str(manifest.get("built_with_glibc"))):
+    problems.append(f"manifest built_with_glibc is {manifest.get('built_with_glibc')!r}, not a version")
+if not re.fullmatch(r"GLIBCXX_[\d.]+", str(manifest.get("requires_glibcxx"))):
+    problems.append(f"manifest requires_glibcxx is {manifest.get('requires_glibcxx')!r}")
+if doc.get("bundle", {}).get("built_with_glibc") != manifest.get("built_with_glibc"):
+    problems.append("summary.json does not carry the bundle's glibc")
 for name in ("nccl-unit", "bench-host", "gpudoctor"):
     if steps.get(name, {}).get("status") != "pass":
         problems.append(f"{name} did not pass: {steps.get(name)}")
