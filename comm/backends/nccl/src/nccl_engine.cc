@@ -33,6 +33,8 @@ NcclWorkState::NcclWorkState(std::uint64_t seq, std::string op, int device, cuda
     : seq_(seq), op_(std::move(op)), device_(device), stream_(stream), deadline_(deadline),
       enqueued_(Clock::now()) {}
 
+std::string NcclWorkState::Where() const { return StrCat("work #", seq_, " ", op_, " on cuda:", device_); }
+
 CudaEventPool::~CudaEventPool() {
   for (cudaEvent_t e : free_) cudaEventDestroy(e);
 }
@@ -70,13 +72,12 @@ Status NcclWorkState::RecordCompletion(std::shared_ptr<CudaEventPool> events) {
   int error = cudaSuccess;
   event_ = events->Take(&error);
   if (event_ == nullptr) {
-    return CudaStatus(static_cast<cudaError_t>(error),
-                      StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": cudaEventCreate"));
+    return CudaStatus(static_cast<cudaError_t>(error), StrCat(Where(), ": cudaEventCreate"));
   }
   events_ = std::move(events);
   cudaError_t recorded = cudaEventRecord(event_, stream_);
   if (recorded == cudaSuccess) return Status::Ok();
-  return CudaStatus(recorded, StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": cudaEventRecord"));
+  return CudaStatus(recorded, StrCat(Where(), ": cudaEventRecord"));
 }
 
 bool NcclWorkState::Poll() {
@@ -106,7 +107,7 @@ void NcclWorkState::CompleteLocked(int query_result) {
   finished_ = Clock::now();
   if (err != cudaSuccess) {
     (void)cudaGetLastError();
-    error_ = Status::BackendError(StrCat("work #", seq_, " ", op_, " on cuda:", device_, ": CUDA ",
+    error_ = Status::BackendError(StrCat(Where(), ": CUDA ",
                                          cudaGetErrorName(err), ": ", cudaGetErrorString(err),
                                          ". Hint: check dmesg for Xid errors and run gpudoctor"));
     return;
@@ -115,13 +116,13 @@ void NcclWorkState::CompleteLocked(int query_result) {
   for (const auto& check : checks_) {
     FingerprintVerdict v = check->Verdict();
     if (v == FingerprintVerdict::kDiffer) {
-      error_ = Status::Mismatch(StrCat("work #", seq_, " ", op_, " on cuda:", device_,
+      error_ = Status::Mismatch(StrCat(Where(),
                                        ": the fingerprint check on the communicator found ranks that called "
                                        "different collectives (different op, type, count or root)"));
       break;
     }
     if (v == FingerprintVerdict::kPending) {
-      error_ = Status::Internal(StrCat("work #", seq_, " ", op_, " on cuda:", device_,
+      error_ = Status::Internal(StrCat(Where(),
                                        ": the fingerprint check left no result in mapped host memory although "
                                        "the work completed; run with COMMKIT_CHECK_MISMATCH=0 and report this"));
       break;
@@ -171,7 +172,7 @@ Status NcclWorkState::Synchronize(std::chrono::milliseconds timeout) {
   int round = 0;
   while (!Poll()) {
     if (Clock::now() >= deadline) {
-      return Status::Timeout(StrCat("work #", seq_, " ", op_, " on cuda:", device_,
+      return Status::Timeout(StrCat(Where(),
                                     " not complete after ", timeout.count(),
                                     " ms; a peer may be stuck (the watchdog aborts the communicator "
                                     "when the work's own timeout passes)"));

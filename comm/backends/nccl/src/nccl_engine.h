@@ -84,6 +84,7 @@ class NcclWorkState {
 
  private:
   void CompleteLocked(int query_result);  // mutex_ held; query_result is a cudaError_t
+  std::string Where() const;              // "work #12 allreduce #7 on cuda:0", for error messages
 
   const std::uint64_t seq_;
   const std::string op_;
