@@ -13,6 +13,7 @@ lib=$(cd "$here/../lib" && pwd)
 py=${1:-python3}
 cxx=${CXX:-c++}
 
+[ -f "$here/exports.map" ] || { echo "gpu-torch-ext: $here/exports.map missing (repack with tools/gpu-bundle)" >&2; exit 1; }
 command -v "$py" >/dev/null 2>&1 || { echo "gpu-torch-ext: $py not found" >&2; exit 3; }
 command -v "$cxx" >/dev/null 2>&1 || { echo "gpu-torch-ext: no C++ compiler ($cxx); set CXX" >&2; exit 3; }
 info=$("$py" - <<'PY'
@@ -32,8 +33,9 @@ flags=(-std=c++20 -O2 -fPIC -DNDEBUG -fvisibility=hidden -fvisibility-inlines-hi
        -I"$here/include" -isystem "$py_inc")
 IFS=';' read -r -a incs <<< "$torch_incs"
 for d in "${incs[@]}"; do flags+=(-isystem "$d"); done
-# The module exports only PyInit__C (hidden visibility plus a version script: namespace std keeps
-# default visibility, so only the script keeps its instantiations local). Otherwise the C++ library
+# The module exports only PyInit__C (hidden visibility plus python/exports.map, the version script the
+# CMake build uses too: namespace std keeps default visibility, so only the script keeps its
+# instantiations local). Otherwise the C++ library
 # templates this compiler instantiates in _C would be exported and interpose on the commkit
 # libraries' own, built with another GCC (docs/gpu-validation.md).
 objs=()
@@ -50,8 +52,7 @@ for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ "$rc" = 0 ] || { echo "gpu-torch-ext: compile failed" >&2; exit 1; }
 IFS=';' read -r -a tlibs <<< "$torch_libs"
 tdir=${tlibs[0]}
-echo '{ global: PyInit__C; local: *; };' > "$here/obj/exports.map"
-"$cxx" -shared -Wl,--version-script="$here/obj/exports.map" -o "$here/commkit/_C$suffix" "${objs[@]}" \
+"$cxx" -shared -Wl,--version-script="$here/exports.map" -o "$here/commkit/_C$suffix" "${objs[@]}" \
   "$lib"/libcommkit_comm_nccl.so.* "$lib"/libcommkit_comm.so.* "$lib"/libcommkit_topology.so.* "$lib"/libcommkit_common.so.* \
   -L"$tdir" -ltorch -ltorch_cpu -lc10 -ltorch_python -Wl,-rpath,"$tdir" \
   || { echo "gpu-torch-ext: link failed" >&2; exit 1; }
