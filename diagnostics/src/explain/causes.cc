@@ -54,9 +54,8 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     LineView v{m, m.lower, m.match.entry != nullptr ? m.match.entry->topic : std::string(), LooksLikeError(m)};
     // NCCL INFO lines only feed facts (they echo settings and list devices), except the few warnings
     // NCCL prints at INFO level.
-    if (m.line->nccl_info && !v.err &&
-        !Any(v.l, {"gpu direct rdma disabled", "peer access device", "selected provider is tcp",
-                   "selected provider is sockets", "selected provider is udp"}))
+    if (m.line->nccl_info && !v.err && !Any(v.l, {"gpu direct rdma disabled", "peer access device"}) &&
+        !OfiSocketProviderFallback(v.l))
       continue;
     ShmRules(log, state, v, c);
     SocketRules(log, v, c);

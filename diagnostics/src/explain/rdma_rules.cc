@@ -105,6 +105,10 @@ void IbRules(const LogContext& log, const LineView& v, Candidates& c) {
 
 }
 
+bool OfiSocketProviderFallback(const std::string& l) {
+  return Contains(l, "net/ofi selected provider is ") && Any(l, {"is tcp", "is sockets", "is udp"});
+}
+
 void EfaRules(const LogContext& log, const LineView& v, Candidates& c) {
   const Message& m = v.m;
   const std::string& l = v.l;
@@ -116,7 +120,7 @@ void EfaRules(const LogContext& log, const LineView& v, Candidates& c) {
              (m.match.entry != nullptr && (m.match.entry->source == "aws-ofi-nccl" || m.match.entry->source == "libfabric"));
   // aws-ofi-nccl settles on libfabric's tcp / sockets provider only when no efa provider is usable (the EFA
   // devices are not in the container, or libfabric lacks the provider), unless FI_PROVIDER asked for it.
-  if (Contains(l, "net/ofi selected provider is ") && Any(l, {"is tcp", "is sockets", "is udp"})) {
+  if (OfiSocketProviderFallback(l)) {
     const std::string asked = log.Env("FI_PROVIDER");
     if (asked.empty() || !Contains(l, ToLower(asked)))
       c.Hit("efa.provider", 62, false, "aws-ofi-nccl fell back to libfabric's TCP provider: no usable EFA provider "

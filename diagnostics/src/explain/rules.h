@@ -89,4 +89,8 @@ bool HasWord(const std::string& l, std::string_view w);
 // A TCP connect that failed (refused, timed out, unreachable), in any of the wordings of NCCL, Gloo and c10d.
 bool ConnectFailure(const std::string& l);
 
+// aws-ofi-nccl settled on libfabric's tcp / sockets / udp provider ("NET/OFI Selected Provider is tcp"):
+// printed at INFO, but no usable efa provider is what it says (rdma_rules.cc).
+bool OfiSocketProviderFallback(const std::string& l);
+
 }  // namespace commkit::diagnostics::explain
