@@ -48,6 +48,48 @@ TEST(HostBackend, AutoPicksTheHostBackendOnOneHost) {
   RunRanks("auto", 2, [](ProcessGroup& pg) { EXPECT_EQ(pg.backend_name(), "host"); });
 }
 
+// The sliced reduction (a reduce-scatter and an all-gather through the slots) chunk by chunk: 64 KiB
+// slots make the sizes below span several chunks, the last one short, so slices are uneven and some
+// are empty at 3 ranks; every op (AVG and PREMUL_SUM scale and divide inside it), every reduce root,
+// in place and out of place, and the sliced path forced down to one element.
+TEST(HostBackend, SlicedReductionsAreExactForEveryOpRootAndPlacement) {
+  ScopedEnv slot("COMMKIT_HOST_SLOT_BYTES", "65536");
+  ScopedEnv tune("COMMKIT_TUNE", "host.allreduce:*:sliced,host.reduce:*:sliced");
+  for (int ranks : {2, 3}) {
+    RunRanks("host", ranks, [&](ProcessGroup& pg) {
+      for (DataType t : {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
+        const std::vector<ReduceOp> ops = OpsFor(t);
+        for (std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{(3 << 14) + 5}}) {
+          for (std::size_t k = 0; k < ops.size(); ++k) {
+            const ReduceOp op = ops[k];
+            for (bool in_place : {false, true}) {
+              for (int root = -1; root < pg.size(); ++root) {
+                Buffer in(t, n), out(t, n);
+                for (std::size_t i = 0; i < n; ++i) in.set(i, Value(pg.rank(), i, op.kind));
+                void* dst = in_place ? in.data() : out.data();
+                const void* src = in_place ? nullptr : in.data();
+                if (root < 0) {
+                  COMMKIT_WAIT_OK(pg.Allreduce(src, dst, n, t, op));
+                } else {
+                  COMMKIT_WAIT_OK(pg.Reduce(in_place ? in.data() : src, dst, n, t, op, root));
+                }
+                if (root >= 0 && pg.rank() != root) continue;
+                const Buffer& res = in_place ? in : out;
+                for (std::size_t i = 0; i < n; ++i) {
+                  const double want = Reference(t, op, pg.size(), i);
+                  ASSERT_NEAR(res.at(i), want, Tolerance(t, want))
+                      << ToString(t) << " " << op.ToString() << " n=" << n << " i=" << i << " root " << root
+                      << (in_place ? " in place" : "") << " ranks " << pg.size();
+                }
+              }
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
 TEST(HostBackend, MismatchedCountsAreReportedOnEveryRankAndTheGroupStaysUsable) {
   RunRanks("host", 3, [](ProcessGroup& pg) {
     std::vector<float> buf(8, 1.0f);

@@ -102,12 +102,60 @@ struct Bxor {
   template <typename T> static T Apply(T a, T b) { return static_cast<T>(a ^ b); }
 };
 
+// `c` aliases `a` or `b` exactly or not at all (the header's contract), so iterations are independent
+// and the loop vectorizes without a run-time overlap check. The file is compiled at -O3 (GCC's -O2
+// cost model vectorizes no loop whose trip count is unknown), and each kernel once more for AVX2 and
+// for AVX-512, chosen once at run time: a host all-reduce of cache-resident data runs at the speed of
+// this loop (SSE2 alone made the shared-memory engine's reduce phase about 2x slower).
 template <typename T, typename Op>
-void Plain(void* c, const void* a, const void* b, std::size_t n) {
+inline void PlainLoop(void* c, const void* a, const void* b, std::size_t n) {
   T* out = static_cast<T*>(c);
   const T* x = static_cast<const T*>(a);
   const T* y = static_cast<const T*>(b);
+#pragma GCC ivdep
   for (std::size_t i = 0; i < n; ++i) out[i] = Op::Apply(x[i], y[i]);
+}
+
+template <typename T, typename Op>
+void Plain(void* c, const void* a, const void* b, std::size_t n) {
+  PlainLoop<T, Op>(c, a, b, n);
+}
+
+#if defined(__x86_64__)
+template <typename T, typename Op>
+__attribute__((target("avx2"))) void PlainAvx2(void* c, const void* a, const void* b, std::size_t n) {
+  PlainLoop<T, Op>(c, a, b, n);
+}
+template <typename T, typename Op>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) void PlainAvx512(void* c, const void* a, const void* b,
+                                                                                std::size_t n) {
+  PlainLoop<T, Op>(c, a, b, n);
+}
+
+enum class Isa { kBase, kAvx2, kAvx512 };
+Isa BestIsa() {
+  static const Isa isa = [] {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq"))
+      return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2")) return Isa::kAvx2;
+    return Isa::kBase;
+  }();
+  return isa;
+}
+#endif
+
+// The widest version of Plain<T, Op> this CPU runs.
+template <typename T, typename Op>
+ReduceFunction Best() {
+#if defined(__x86_64__)
+  switch (BestIsa()) {
+    case Isa::kAvx512: return &PlainAvx512<T, Op>;
+    case Isa::kAvx2: return &PlainAvx2<T, Op>;
+    case Isa::kBase: break;
+  }
+#endif
+  return &Plain<T, Op>;
 }
 
 // 16-bit floats are reduced in f32 in blocks: widen a block of each input into f32 arrays, apply the
@@ -193,14 +241,14 @@ void Half(void* c, const void* a, const void* b, std::size_t n) {
 template <typename Op>
 ReduceFunction ForArithmetic(DataType dtype) {
   switch (dtype) {
-    case DataType::kFloat32: return &Plain<float, Op>;
-    case DataType::kFloat64: return &Plain<double, Op>;
+    case DataType::kFloat32: return Best<float, Op>();
+    case DataType::kFloat64: return Best<double, Op>();
     case DataType::kFloat16: return &Half<WidenF16, NarrowF16, Op>;
     case DataType::kBFloat16: return &Half<WidenBf16, NarrowBf16, Op>;
-    case DataType::kInt8: return &Plain<std::int8_t, Op>;
-    case DataType::kUInt8: return &Plain<std::uint8_t, Op>;
-    case DataType::kInt32: return &Plain<std::int32_t, Op>;
-    case DataType::kInt64: return &Plain<std::int64_t, Op>;
+    case DataType::kInt8: return Best<std::int8_t, Op>();
+    case DataType::kUInt8: return Best<std::uint8_t, Op>();
+    case DataType::kInt32: return Best<std::int32_t, Op>();
+    case DataType::kInt64: return Best<std::int64_t, Op>();
   }
   return nullptr;
 }
@@ -208,10 +256,10 @@ ReduceFunction ForArithmetic(DataType dtype) {
 template <typename Op>
 ReduceFunction ForBitwise(DataType dtype) {
   switch (dtype) {
-    case DataType::kInt8: return &Plain<std::int8_t, Op>;
-    case DataType::kUInt8: return &Plain<std::uint8_t, Op>;
-    case DataType::kInt32: return &Plain<std::int32_t, Op>;
-    case DataType::kInt64: return &Plain<std::int64_t, Op>;
+    case DataType::kInt8: return Best<std::int8_t, Op>();
+    case DataType::kUInt8: return Best<std::uint8_t, Op>();
+    case DataType::kInt32: return Best<std::int32_t, Op>();
+    case DataType::kInt64: return Best<std::int64_t, Op>();
     default: return nullptr;
   }
 }

@@ -55,7 +55,7 @@ static_assert(sizeof(Frame) == 16);
 }  // namespace
 
 struct Control {
-  PaddedCounter posted, reduced, done;
+  PaddedCounter reduced, done;
   alignas(64) std::atomic<std::uint32_t> futex{0};
   std::atomic<std::uint32_t> waiters{0};
   std::atomic<std::uint32_t> aborted{0};
@@ -65,10 +65,12 @@ struct Control {
 };
 static_assert(sizeof(Control) <= kPage);
 
+// A round's arrival and its fingerprint share one cache line, the one a peer polls: an arriving rank
+// costs its peers one cache-line transfer, not one for a counter and one for the fingerprint.
 struct SlotHeader {
-  std::uint64_t step;
+  std::atomic<std::uint64_t> step;  // written last (release): the round this slot now holds
   std::uint64_t fingerprint;
-  std::uint64_t pad[6];
+  alignas(16) std::uint8_t inline_data[Transport::kInlineBytes];  // a payload this small travels here
 };
 static_assert(sizeof(SlotHeader) == 64);
 
@@ -92,6 +94,8 @@ std::uint8_t* Transport::SlotData(int q, std::uint64_t step) const {
   return segments_[q].data() + slot_offset_ + slot_stride_ * (step % 2) + sizeof(SlotHeader);
 }
 const std::uint8_t* Transport::Peer(int q) const { return SlotData(q, step_ + 1); }
+std::uint8_t* Transport::InlineData() { return Header(rank_, step_ + 1).inline_data; }
+const std::uint8_t* Transport::PeerInline(int q) const { return Header(q, step_ + 1).inline_data; }
 
 void Transport::Wake() {
   Control& c = Ctl(rank_);
@@ -154,7 +158,9 @@ Status Transport::WaitOn(int q, Ready ready, Deadline deadline, const char* what
 
 Result<std::uint8_t*> Transport::Begin(Deadline deadline) {
   const std::uint64_t s = step_ + 1;
-  if (s > 2) {
+  // This slot was last read in round s-2. A peer that posted round s-1 had finished round s-2 (a rank
+  // runs its rounds in order), so when the last WaitPosted saw every peer there, nothing to wait for.
+  if (s > 2 && all_posted_ < s - 1) {
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
       std::atomic<std::uint64_t>& done = Ctl(q).done.value;
@@ -168,9 +174,8 @@ Result<std::uint8_t*> Transport::Begin(Deadline deadline) {
 void Transport::Post(std::uint64_t fingerprint) {
   const std::uint64_t s = step_ + 1;
   SlotHeader& h = Header(rank_, s);
-  h.step = s;
   h.fingerprint = fingerprint;
-  Ctl(rank_).posted.value.store(s, std::memory_order_release);
+  h.step.store(s, std::memory_order_release);
   Wake();
 }
 
@@ -178,10 +183,11 @@ Status Transport::WaitPosted(Deadline deadline) {
   const std::uint64_t s = step_ + 1;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
-    std::atomic<std::uint64_t>& posted = Ctl(q).posted.value;
+    std::atomic<std::uint64_t>& posted = Header(q, s).step;
     COMMKIT_RETURN_IF_ERROR(
         WaitOn(q, [&] { return posted.load(std::memory_order_acquire) >= s; }, deadline, "arrive at this collective"));
   }
+  all_posted_ = s;
   // When the fingerprints are not all equal, every rank differs from at least one other: all ranks
   // report the mismatch in the same round, and finish it, so the round counters stay aligned.
   const std::uint64_t mine = Header(rank_, s).fingerprint;
@@ -208,10 +214,11 @@ Status Transport::WaitReduced(Deadline deadline, int only) {
   return Status::Ok();
 }
 
+// No wake-up: a peer waits for `done` only in a Begin() whose previous round failed (see Begin), and
+// its sleep is bounded by the futex timeout; every round's success path skips the atomic increment.
 void Transport::Finish() {
   ++step_;
   Ctl(rank_).done.value.store(step_, std::memory_order_release);
-  Wake();
 }
 
 // ---------------------------------------------------------------------------------------------------

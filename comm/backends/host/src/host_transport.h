@@ -3,7 +3,7 @@
 // send/recv. Private to commkit::comm.
 //
 // Collectives run as "rounds" that every rank enters in the same order. In round s a rank
-//   Begin()        waits until every peer has finished round s-2 (the last user of this slot),
+//   Begin()        makes sure every peer has finished round s-2 (the last user of this slot),
 //   writes its contribution into its own slot, Post()s it (with the call's fingerprint),
 //   WaitPosted()   waits for every peer's post and compares fingerprints (Mismatch when they differ),
 //   reads what it needs from Peer(q) (optionally SignalReduced()/WaitReduced() for a second phase),
@@ -56,6 +56,11 @@ class Transport {
   void Post(std::uint64_t fingerprint);
   Status WaitPosted(Deadline deadline);  // Mismatch when the fingerprints of this round differ
   const std::uint8_t* Peer(int q) const;  // q's slot in the current round (q == rank(): this rank's)
+  // Payloads of at most kInlineBytes can travel in the line that announces the round (one cache-line
+  // transfer per peer instead of two): write InlineData() instead of Begin()'s slot, read PeerInline(q).
+  static constexpr std::size_t kInlineBytes = 48;
+  std::uint8_t* InlineData();
+  const std::uint8_t* PeerInline(int q) const;
   void SignalReduced();
   Status WaitReduced(Deadline deadline, int only = -1);  // every peer, or only rank `only`
   void Finish();
@@ -88,6 +93,7 @@ class Transport {
   std::vector<ShmSegment> segments_;  // segments_[q]: rank q's
   std::vector<int> pids_;             // 0 when liveness cannot be checked (other pid namespace)
   std::uint64_t step_ = 0;            // rounds finished
+  std::uint64_t all_posted_ = 0;      // the last round whose posts this rank saw from every peer
   bool spin_ = true;                  // false when ranks outnumber cores: sleep sooner
   std::atomic<bool> aborted_{false};
   std::string abort_reason_;

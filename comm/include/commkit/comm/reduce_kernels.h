@@ -8,7 +8,7 @@
 
 namespace commkit {
 
-// c = a op b, elementwise over n elements (c may alias a or b). `kind` is one of SUM, PROD, MIN, MAX,
+// c = a op b, elementwise over n elements (c may be a or b, but must not overlap either partially). `kind` is one of SUM, PROD, MIN, MAX,
 // BAND, BOR, BXOR (AVG and PREMUL_SUM reduce as SUM around ScaleInPlace). Bitwise kinds on floating
 // types are a programmer error (ProcessGroup rejects them first).
 using ReduceFunction = void (*)(void* c, const void* a, const void* b, std::size_t n);
