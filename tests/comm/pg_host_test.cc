@@ -90,6 +90,45 @@ TEST(HostBackend, SlicedReductionsAreExactForEveryOpRootAndPlacement) {
   }
 }
 
+// Reduce-scatter in pieces: with 64 KiB slots a block of 3 * 2^13 + 5 f32 takes several rounds, the
+// last one short; blocks of different sizes (v) end in different rounds, one is empty; every op, the
+// output separate from the input or inside it at this rank's block (nccl-tests' in-place form).
+TEST(HostBackend, ReduceScatterInPiecesIsExactForEveryOpAndPlacement) {
+  ScopedEnv slot("COMMKIT_HOST_SLOT_BYTES", "65536");
+  for (int ranks : {2, 3}) {
+    RunRanks("host", ranks, [&](ProcessGroup& pg) {
+      const int p = pg.size(), me = pg.rank();
+      for (DataType t : {DataType::kFloat32, DataType::kInt64, DataType::kFloat16}) {
+        for (ReduceOp op : OpsFor(t)) {
+          for (bool v : {false, true}) {
+            std::vector<std::size_t> counts(p, (3 << 13) + 5);
+            if (v)
+              for (int q = 0; q < p; ++q) counts[q] = q == 1 ? 0 : static_cast<std::size_t>(q + 1) * 7001;
+            std::vector<std::size_t> off(p + 1, 0);
+            for (int q = 0; q < p; ++q) off[q + 1] = off[q] + counts[q];
+            for (bool inside : {false, true}) {
+              Buffer in(t, off[p]), out(t, counts[me]);
+              for (std::size_t i = 0; i < off[p]; ++i) in.set(i, Value(me, i, op.kind));
+              void* dst = inside ? static_cast<std::uint8_t*>(in.data()) + off[me] * SizeOf(t) : out.data();
+              if (v) {
+                COMMKIT_WAIT_OK(pg.ReduceScatterV(in.data(), dst, counts, t, op));
+              } else {
+                COMMKIT_WAIT_OK(pg.ReduceScatter(in.data(), dst, counts[0], t, op));
+              }
+              for (std::size_t i = 0; i < counts[me]; ++i) {
+                const double want = Reference(t, op, p, off[me] + i);
+                const double got = inside ? in.at(off[me] + i) : out.at(i);
+                ASSERT_NEAR(got, want, Tolerance(t, want)) << ToString(t) << " " << op.ToString() << " i=" << i
+                                                           << (v ? " v" : "") << (inside ? " inside" : "") << " ranks " << p;
+              }
+            }
+          }
+        }
+      }
+    });
+  }
+}
+
 TEST(HostBackend, MismatchedCountsAreReportedOnEveryRankAndTheGroupStaysUsable) {
   RunRanks("host", 3, [](ProcessGroup& pg) {
     std::vector<float> buf(8, 1.0f);

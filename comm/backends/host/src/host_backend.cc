@@ -237,6 +237,54 @@ class HostBackend final : public Backend {
     return Status::Ok();
   }
 
+  // Reduce-scatter(v) over two or more ranks. The slot holds one sub-block per rank; in round r every
+  // rank copies piece r of each peer's block into that peer's sub-block, and reduces piece r of its own
+  // block from its input and the peers' sub-blocks straight into its output. Its own block is never
+  // staged, and each round has one synchronisation.
+  Status ReduceScatterPieces(const CollectiveArgs& a, Deadline d, const std::vector<std::size_t>& counts) {
+    const std::size_t e = SizeOf(a.dtype), p = static_cast<std::size_t>(P());
+    const std::size_t sub = t_->slot_bytes() / p / 64 * 64;  // a multiple of every element size
+    const auto off = CountOffsets(counts, e);
+    const bool scale = a.op.kind == ReduceKind::kPreMulSum;
+    std::size_t most = 0;
+    for (std::size_t q = 0; q < p; ++q) most = std::max(most, counts[q] * e);
+    const std::size_t rounds = std::max<std::size_t>(1, (most + sub - 1) / sub);
+    const auto* in = static_cast<const std::uint8_t*>(a.send);
+    auto* out = static_cast<std::uint8_t*>(a.recv);
+    const std::size_t m = static_cast<std::size_t>(me());
+    ReduceFunction fn = Fn(a);
+    for (std::size_t r = 0; r < rounds; ++r) {
+      const std::size_t lo = r * sub;
+      auto piece = [&](std::size_t q) { return counts[q] * e > lo ? std::min(sub, counts[q] * e - lo) : 0; };
+      COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
+      for (std::size_t q = 0; q < p; ++q) {
+        if (q == m || piece(q) == 0) continue;
+        std::memcpy(slot + q * sub, in + off[q] + lo, piece(q));
+        if (scale) ScaleInPlace(a.dtype, slot + q * sub, piece(q) / e, a.op.scalar);
+      }
+      t_->Post(a.fingerprint);
+      if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
+      if (const std::size_t n = piece(m) / e; n > 0) {
+        const std::uint8_t* own = in + off[m] + lo;
+        if (scale) {
+          std::memcpy(slot + m * sub, own, n * e);
+          ScaleInPlace(a.dtype, slot + m * sub, n, a.op.scalar);
+          own = slot + m * sub;
+        }
+        std::uint8_t* dst = out + lo;
+        bool first = true;
+        for (std::size_t q = 0; q < p; ++q) {
+          if (q == m) continue;
+          fn(dst, first ? own : dst, t_->Peer(static_cast<int>(q)) + m * sub, n);
+          first = false;
+        }
+        if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, dst, n, P());
+      }
+      t_->Finish();
+    }
+    return Status::Ok();
+  }
+
   Status Reduction(const CollectiveArgs& a, Deadline d, int root) {
     const std::size_t e = SizeOf(a.dtype), bytes = a.count * e;
     const auto* in = static_cast<const std::uint8_t*>(a.send ? a.send : a.recv);
@@ -301,6 +349,7 @@ class HostBackend final : public Backend {
       case CollectiveKind::kReduceScatterV: {
         std::vector<std::size_t> counts =
             a.kind == CollectiveKind::kReduceScatterV ? a.counts : std::vector<std::size_t>(p, a.count);
+        if (P() > 1 && S / p >= 64) return ReduceScatterPieces(a, d, counts);
         auto off = CountOffsets(counts, e);
         const std::size_t total = off[p], mlo = off[me()], mhi = off[me() + 1];
         COMMKIT_RETURN_IF_ERROR(Exchange(a, d, send, std::vector<std::size_t>(p, total), [&](std::size_t lo, const auto& src) {
