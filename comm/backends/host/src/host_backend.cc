@@ -328,8 +328,11 @@ class HostBackend final : public Backend {
         return Exchange(a, d, mine, bytes, [&](std::size_t lo, const auto& src) {
           if (!take) return;
           for (std::size_t q = 0; q < p; ++q) {
+            if (!src[q]) continue;
+            // This rank's own block comes from its input (nothing to do in place), not back out of its slot.
+            const std::uint8_t* from = q == static_cast<std::size_t>(me()) ? mine + lo : src[q];
             std::uint8_t* dst = recv + off[q] + lo;
-            if (src[q] && dst != src[q]) std::memcpy(dst, src[q], std::min(S, bytes[q] - lo));
+            if (dst != from) std::memcpy(dst, from, std::min(S, bytes[q] - lo));
           }
         });
       }
