@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <functional>
 #include <numeric>
 
 #include "commkit/comm/algorithms/algorithms.h"
@@ -107,7 +106,6 @@ class HostBackend final : public Backend {
   }
 
  private:
-  using RoundFn = std::function<void(std::size_t lo, const std::vector<const std::uint8_t*>& src)>;
 
   int me() const { return t_->rank(); }
   int P() const { return t_->size(); }
@@ -124,12 +122,14 @@ class HostBackend final : public Backend {
   // The generic windowed exchange: rank q contributes bytes[q] bytes starting at `mine` (on this rank);
   // in round r every rank posts its window [r*S, (r+1)*S) and on_round sees every rank's window
   // (src[q] == nullptr when q's contribution is shorter). PREMUL_SUM inputs are scaled in the slot.
+  // A template, not a std::function: the callback is inlined, and a small call allocates nothing.
+  template <typename OnRound>
   Status Exchange(const CollectiveArgs& a, Deadline d, const void* mine, const std::vector<std::size_t>& bytes,
-                  const RoundFn& on_round) {
+                  OnRound&& on_round) {
     const std::size_t S = t_->slot_bytes();
     const std::size_t most = *std::max_element(bytes.begin(), bytes.end());
     const std::size_t rounds = std::max<std::size_t>(1, (most + S - 1) / S);
-    std::vector<const std::uint8_t*> src(P());
+    std::vector<const std::uint8_t*>& src = src_;
     const bool scale = IsReduction(a.kind) && a.op.kind == ReduceKind::kPreMulSum;
     if (P() == 1 && !scale) {  // alone: read the input where it is, no staging copy
       for (std::size_t r = 0; r < rounds; ++r) {
@@ -155,6 +155,12 @@ class HostBackend final : public Backend {
       t_->Finish();
     }
     return Status::Ok();
+  }
+
+  // Every rank contributing `b` bytes, in a vector kept across calls.
+  const std::vector<std::size_t>& Uniform(std::size_t b) {
+    uniform_.assign(static_cast<std::size_t>(P()), b);
+    return uniform_;
   }
 
   ReduceFunction Fn(const CollectiveArgs& a) const { return GetReduceFunction(a.dtype, a.op.kind); }
@@ -294,7 +300,7 @@ class HostBackend final : public Backend {
     tune::NoteRun("host", sliced ? CollectiveAlgorithm::kSliced : CollectiveAlgorithm::kFlat);
     if (sliced) return Sliced(a, d, in, root);
     auto* out = static_cast<std::uint8_t*>(a.recv);
-    COMMKIT_RETURN_IF_ERROR(Exchange(a, d, in, std::vector<std::size_t>(P(), bytes), [&](std::size_t lo, const auto& src) {
+    COMMKIT_RETURN_IF_ERROR(Exchange(a, d, in, Uniform(bytes), [&](std::size_t lo, const auto& src) {
       if (root < 0 || me() == root) ReduceAll(a, out + lo, src, 0, std::min(t_->slot_bytes(), bytes - lo) / e);
     }));
     if (a.op.kind == ReduceKind::kAvg && P() > 1 && (root < 0 || me() == root)) DivideInPlace(a.dtype, out, a.count, P());
@@ -355,7 +361,7 @@ class HostBackend final : public Backend {
         if (P() > 1 && S / p >= 64) return ReduceScatterPieces(a, d, counts);
         auto off = CountOffsets(counts, e);
         const std::size_t total = off[p], mlo = off[me()], mhi = off[me() + 1];
-        COMMKIT_RETURN_IF_ERROR(Exchange(a, d, send, std::vector<std::size_t>(p, total), [&](std::size_t lo, const auto& src) {
+        COMMKIT_RETURN_IF_ERROR(Exchange(a, d, send, Uniform(total), [&](std::size_t lo, const auto& src) {
           std::size_t hi = lo + std::min(S, total - lo);
           std::size_t x0 = std::max(lo, mlo), x1 = std::min(hi, mhi);
           if (x1 > x0) ReduceAll(a, recv + (x0 - mlo), src, x0 - lo, (x1 - x0) / e);
@@ -376,7 +382,7 @@ class HostBackend final : public Backend {
           header[p + q] = a.recv_counts[q];
         }
         std::vector<std::vector<std::size_t>> sends(p, std::vector<std::size_t>(p)), recvs = sends;
-        COMMKIT_RETURN_IF_ERROR(Exchange(a, d, header.data(), std::vector<std::size_t>(p, header.size() * 8),
+        COMMKIT_RETURN_IF_ERROR(Exchange(a, d, header.data(), Uniform(header.size() * 8),
                                          [&](std::size_t, const auto& src) {
                                            for (std::size_t q = 0; q < p; ++q) {
                                              const auto* h = reinterpret_cast<const std::uint64_t*>(src[q]);
@@ -397,7 +403,7 @@ class HostBackend final : public Backend {
         return AlltoallBlocks(a, d, sends, a.recv_counts);
       }
       case CollectiveKind::kBarrier:
-        return Exchange(a, d, nullptr, std::vector<std::size_t>(p, 0), [](std::size_t, const auto&) {});
+        return Exchange(a, d, nullptr, Uniform(0), [](std::size_t, const auto&) {});
       case CollectiveKind::kSend:
       case CollectiveKind::kRecv: break;
     }
@@ -484,6 +490,8 @@ class HostBackend final : public Backend {
   Status broken_;
   bool consistent_failure_ = false;
   std::vector<std::uint8_t> scratch_;
+  std::vector<std::size_t> uniform_;                                       // Uniform()
+  std::vector<const std::uint8_t*> src_ = std::vector<const std::uint8_t*>(t_->size());  // Exchange's per-round view
 };
 
 
