@@ -219,14 +219,45 @@ Result<Table> Table::ForGroup(std::string_view backend, const GroupShape& shape,
     r.backend = std::string(backend);
     t.rules_.push_back(std::move(r));
   }
+  t.BuildIndex();
   return t;
 }
 
+void Table::BuildIndex() {
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
+    const std::vector<CollectiveAlgorithm> algorithms = Algorithms(backend_, static_cast<CollectiveKind>(k), shape_);
+    only_[k] = algorithms.empty() ? CollectiveAlgorithm::kRing : algorithms.front();
+    for (MemoryKind memory : {MemoryKind::kHost, MemoryKind::kDevice}) {
+      const auto collective = static_cast<CollectiveKind>(k);
+      auto applies = [&](const Rule& r) { return r.collective == collective && (!r.memory || *r.memory == memory); };
+      // The winner can change only where some applicable rule starts or ends.
+      std::vector<std::size_t> cuts = {0};
+      for (const Rule& r : rules_)
+        if (applies(r)) {
+          cuts.push_back(r.min_bytes);
+          if (r.max_bytes != kNoLimit) cuts.push_back(r.max_bytes);
+        }
+      std::sort(cuts.begin(), cuts.end());
+      cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+      std::vector<Interval>& index = index_[2 * k + static_cast<int>(memory)];
+      for (std::size_t at : cuts) {
+        int winner = -1;
+        for (int i = static_cast<int>(rules_.size()) - 1; i >= 0 && winner < 0; --i)
+          if (applies(rules_[i]) && at >= rules_[i].min_bytes && at < rules_[i].max_bytes) winner = i;
+        if (index.empty() || index.back().rule != winner) index.push_back({at, winner});
+      }
+    }
+  }
+}
+
 Choice Table::Select(CollectiveKind collective, MemoryKind memory, std::size_t bytes) const {
-  for (auto it = rules_.rbegin(); it != rules_.rend(); ++it) {
+  const std::vector<Interval>& index = index_[2 * static_cast<int>(collective) + static_cast<int>(memory)];
+  auto after = std::upper_bound(index.begin(), index.end(), bytes,
+                                [](std::size_t b, const Interval& i) { return b < i.start; });
+  const int winner = after == index.begin() ? -1 : std::prev(after)->rule;
+  if (winner >= 0) {
+    const auto it = rules_.rbegin() + (static_cast<std::ptrdiff_t>(rules_.size()) - 1 - winner);
     const Rule& r = *it;
-    if (r.collective != collective || (r.memory && *r.memory != memory) || bytes < r.min_bytes || bytes >= r.max_bytes)
-      continue;
     Choice c{r.algorithm, r.params, r.source, r.why};
     if (c.algorithm == CollectiveAlgorithm::kHierarchical && !c.params.between) {
       // Forced hierarchical without `between=`: the leaders' algorithm from the rules below.
@@ -239,9 +270,7 @@ Choice Table::Select(CollectiveKind collective, MemoryKind memory, std::size_t b
     }
     return c;
   }
-  const std::vector<CollectiveAlgorithm> algorithms = Algorithms(backend_, collective, shape_);
-  return Choice{algorithms.empty() ? CollectiveAlgorithm::kRing : algorithms.front(), {}, Source::kDefault,
-                "not tunable: the backend's only way"};
+  return Choice{only_[static_cast<int>(collective)], {}, Source::kDefault, "not tunable: the backend's only way"};
 }
 
 bool Table::Uses(CollectiveKind collective, CollectiveAlgorithm algorithm) const {

@@ -26,6 +26,7 @@
 
 #include <chrono>
 #include <climits>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -208,6 +209,15 @@ class Table {
   std::string backend_;
   GroupShape shape_;
   std::vector<Rule> rules_;
+  // Select's index, built once: per collective and memory kind, the sizes where the winning rule
+  // changes and that rule (-1: none), so a call looks its algorithm up in O(log rules).
+  struct Interval {
+    std::size_t start;
+    int rule;
+  };
+  std::array<std::vector<Interval>, 2 * kNumCollectiveKinds> index_;
+  std::array<CollectiveAlgorithm, kNumCollectiveKinds> only_{};  // where no rule applies
+  void BuildIndex();
   std::vector<std::string> notes_;
   std::optional<Calibration> calibration_;
   // Across nodes: the network link the topology rules were planned with (bytes/s, seconds).
