@@ -35,9 +35,14 @@ std::vector<std::size_t> EvenOffsets(std::size_t count, int parts, std::size_t e
   return off;
 }
 
-std::vector<std::size_t> CountOffsets(std::span<const std::size_t> counts, std::size_t elem_size) {
-  std::vector<std::size_t> off(counts.size() + 1, 0);
+void CountOffsets(std::span<const std::size_t> counts, std::size_t elem_size, std::vector<std::size_t>& off) {
+  off.assign(counts.size() + 1, 0);
   for (std::size_t i = 0; i < counts.size(); ++i) off[i + 1] = off[i] + counts[i] * elem_size;
+}
+
+std::vector<std::size_t> CountOffsets(std::span<const std::size_t> counts, std::size_t elem_size) {
+  std::vector<std::size_t> off;
+  CountOffsets(counts, elem_size, off);
   return off;
 }
 

@@ -157,10 +157,25 @@ class HostBackend final : public Backend {
     return Status::Ok();
   }
 
-  // Every rank contributing `b` bytes, in a vector kept across calls.
+  // Per-rank vectors kept across calls, so that a small collective allocates nothing: every rank
+  // contributing `b` bytes; a block size per rank, all `b` to start with; the call's per-rank counts
+  // (its own for the v-variants); their byte offsets (P + 1 entries).
   const std::vector<std::size_t>& Uniform(std::size_t b) {
     uniform_.assign(static_cast<std::size_t>(P()), b);
     return uniform_;
+  }
+  std::vector<std::size_t>& Blocks(std::size_t b) {
+    blocks_.assign(static_cast<std::size_t>(P()), b);
+    return blocks_;
+  }
+  const std::vector<std::size_t>& Counts(const CollectiveArgs& a, bool v) {
+    if (v) return a.counts;
+    counts_.assign(static_cast<std::size_t>(P()), a.count);
+    return counts_;
+  }
+  const std::vector<std::size_t>& Offsets(const std::vector<std::size_t>& counts, std::size_t e) {
+    CountOffsets(counts, e, offsets_);
+    return offsets_;
   }
 
   ReduceFunction Fn(const CollectiveArgs& a) const { return GetReduceFunction(a.dtype, a.op.kind); }
@@ -250,7 +265,7 @@ class HostBackend final : public Backend {
   Status ReduceScatterPieces(const CollectiveArgs& a, Deadline d, const std::vector<std::size_t>& counts) {
     const std::size_t e = SizeOf(a.dtype), p = static_cast<std::size_t>(P());
     const std::size_t sub = t_->slot_bytes() / p / 64 * 64;  // a multiple of every element size
-    const auto off = CountOffsets(counts, e);
+    const std::vector<std::size_t>& off = Offsets(counts, e);
     const bool scale = a.op.kind == ReduceKind::kPreMulSum;
     std::size_t most = 0;
     for (std::size_t q = 0; q < p; ++q) most = std::max(most, counts[q] * e);
@@ -315,7 +330,7 @@ class HostBackend final : public Backend {
       case CollectiveKind::kAllreduce: return Reduction(a, d, -1);
       case CollectiveKind::kReduce: return Reduction(a, d, a.root);
       case CollectiveKind::kBroadcast: {
-        std::vector<std::size_t> bytes(p, 0);
+        std::vector<std::size_t>& bytes = Blocks(0);
         bytes[a.root] = a.count * e;
         return Exchange(a, d, recv, bytes, [&](std::size_t lo, const auto& src) {
           if (me() != a.root && src[a.root]) std::memcpy(recv + lo, src[a.root], std::min(S, bytes[a.root] - lo));
@@ -324,10 +339,9 @@ class HostBackend final : public Backend {
       case CollectiveKind::kAllgather:
       case CollectiveKind::kAllgatherv:
       case CollectiveKind::kGather: {
-        std::vector<std::size_t> counts =
-            a.kind == CollectiveKind::kAllgatherv ? a.counts : std::vector<std::size_t>(p, a.count);
-        auto off = CountOffsets(counts, e);
-        std::vector<std::size_t> bytes(p);
+        const std::vector<std::size_t>& counts = Counts(a, a.kind == CollectiveKind::kAllgatherv);
+        const std::vector<std::size_t>& off = Offsets(counts, e);
+        std::vector<std::size_t>& bytes = Blocks(0);
         for (std::size_t q = 0; q < p; ++q) bytes[q] = counts[q] * e;
         const std::uint8_t* mine = send && send != recv ? send : recv + off[me()];
         const bool take = a.kind != CollectiveKind::kGather || me() == a.root;
@@ -344,7 +358,7 @@ class HostBackend final : public Backend {
       }
       case CollectiveKind::kScatter: {
         const std::size_t block = a.count * e;
-        std::vector<std::size_t> bytes(p, 0);
+        std::vector<std::size_t>& bytes = Blocks(0);
         bytes[a.root] = block * p;
         const std::size_t mlo = block * me(), mhi = mlo + block;
         return Exchange(a, d, send, bytes, [&](std::size_t lo, const auto& src) {
@@ -356,10 +370,9 @@ class HostBackend final : public Backend {
       }
       case CollectiveKind::kReduceScatter:
       case CollectiveKind::kReduceScatterV: {
-        std::vector<std::size_t> counts =
-            a.kind == CollectiveKind::kReduceScatterV ? a.counts : std::vector<std::size_t>(p, a.count);
+        const std::vector<std::size_t>& counts = Counts(a, a.kind == CollectiveKind::kReduceScatterV);
         if (P() > 1 && S / p >= 64) return ReduceScatterPieces(a, d, counts);
-        auto off = CountOffsets(counts, e);
+        const std::vector<std::size_t>& off = Offsets(counts, e);
         const std::size_t total = off[p], mlo = off[me()], mhi = off[me() + 1];
         COMMKIT_RETURN_IF_ERROR(Exchange(a, d, send, Uniform(total), [&](std::size_t lo, const auto& src) {
           std::size_t hi = lo + std::min(S, total - lo);
@@ -490,7 +503,7 @@ class HostBackend final : public Backend {
   Status broken_;
   bool consistent_failure_ = false;
   std::vector<std::uint8_t> scratch_;
-  std::vector<std::size_t> uniform_;                                       // Uniform()
+  std::vector<std::size_t> uniform_, blocks_, counts_, offsets_;  // Uniform(), Blocks(), Counts(), Offsets()
   std::vector<const std::uint8_t*> src_ = std::vector<const std::uint8_t*>(t_->size());  // Exchange's per-round view
 };
 

@@ -55,6 +55,8 @@ Status Allreduce(Transport& t, const Group& group, const AllreduceArgs& args, co
 std::vector<std::size_t> EvenOffsets(std::size_t count, int parts, std::size_t elem_size);
 // Byte offsets of consecutive blocks of `counts[i]` elements (counts.size() + 1 entries).
 std::vector<std::size_t> CountOffsets(std::span<const std::size_t> counts, std::size_t elem_size);
+// The same into `off`, reusing its memory.
+void CountOffsets(std::span<const std::size_t> counts, std::size_t elem_size, std::vector<std::size_t>& off);
 // memcpy for blocks that may be empty (an empty block's pointer may be null) or already in place.
 void CopyBytes(void* dst, const void* src, std::size_t bytes);
 
