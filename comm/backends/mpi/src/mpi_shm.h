@@ -41,6 +41,9 @@ class ShmSlots {
   char* data(int generation, int rank) const { return Slot(generation, rank) + kHeaderBytes; }
   std::size_t capacity() const { return capacity_; }
 
+  // The `seq` of a rank that stopped waiting for the others in the call it published.
+  static constexpr std::uint64_t kGaveUp = ~std::uint64_t{0};
+
   static std::uint64_t LoadSeq(const Header& h) {
     return std::atomic_ref<std::uint64_t>(const_cast<std::uint64_t&>(h.seq)).load(std::memory_order_acquire);
   }

@@ -21,22 +21,27 @@ Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t b
   // next call before this rank has).
   Backoff backoff(spin_);
   const Clock::time_point deadline = DeadlineFor(a);
+  // A rank that stops waiting (timeout, abort) says so in its slot: a late rank then fails instead of
+  // completing a call the others have given up on, and ranks still waiting fail at once.
+  auto give_up = [&](Status s) {
+    ShmSlots::StoreSeq(mine, ShmSlots::kGaveUp);
+    MarkUnusable(s);
+    return s;
+  };
   int waiting = (rank_ + 1) % size_;
   while (waiting != rank_) {
-    if (ShmSlots::LoadSeq(shm_->header(gen, waiting)) == seq) {
+    const std::uint64_t theirs = ShmSlots::LoadSeq(shm_->header(gen, waiting));
+    if (theirs == seq) {
       waiting = (waiting + 1) % size_;
       continue;
     }
-    if (aborted_.load()) {
-      Status s = Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted"));
-      MarkUnusable(s);
-      return s;
-    }
-    if (!backoff.Pause(deadline)) {
-      Status s = TimedOut(a);
-      MarkUnusable(s);
-      return s;
-    }
+    if (theirs == ShmSlots::kGaveUp)
+      return give_up(Status::Timeout(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " on group ", group_,
+                                            " (rank ", rank_, "/", size_, "): rank ", waiting,
+                                            " gave up on it (timed out or aborted) before every rank arrived")));
+    if (aborted_.load())
+      return give_up(Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted")));
+    if (!backoff.Pause(deadline)) return give_up(TimedOut(a));
   }
   for (int q = 0; q < size_; ++q) {
     if (shm_->header(gen, q).fingerprint == a.fingerprint) continue;
