@@ -280,6 +280,22 @@ TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
       });
     }
   }
+  // Reduce-scatter blocks of several 256 KiB pieces (two ranks: straight from the input), even and uneven.
+  {
+    const std::size_t m = (std::size_t{600} << 10) / 4 + 3;
+    same("reduce_scatter in pieces", up * m * 4, m * 4, [&](ProcessGroup& pg, void* in, void* out) {
+      fill(DataType::kFloat32, in, up * m, me);
+      return pg.ReduceScatter(in, out, m, DataType::kFloat32, ReduceOp::Sum());
+    });
+    std::vector<std::size_t> counts(up);
+    for (int r = 0; r < p; ++r) counts[static_cast<std::size_t>(r)] = m / static_cast<std::size_t>(r + 1) + static_cast<std::size_t>(r);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    same("reduce_scatter_v in pieces", total * 4, counts[static_cast<std::size_t>(me)] * 4,
+         [&](ProcessGroup& pg, void* in, void* out) {
+           fill(DataType::kInt32, in, total, me);
+           return pg.ReduceScatterV(in, out, counts, DataType::kInt32, ReduceOp::Max());
+         });
+  }
   // Above the tree's size limit (two ranks: still point-to-point).
   const std::size_t big = (std::size_t{3} << 20) + 5;
   same("broadcast 3 MiB", 0, big, [&](ProcessGroup& pg, void*, void* out) {

@@ -344,6 +344,10 @@ class MpiBackend final : public Backend {
 
   // Every collective of the API (mpi_collectives.cc).
   Status Dispatch(const CollectiveArgs& a);
+  // Reduce-scatter(v) of two ranks on point-to-point messages, from the caller's input (no staging):
+  // this rank's block is `my_count` elements at byte `my_off`, the peer's `peer_count` at `peer_off`.
+  Status TwoRankReduceScatter(const CollectiveArgs& a, std::size_t my_off, std::size_t my_count, std::size_t peer_off,
+                              std::size_t peer_count);
   // All-to-all(v) on point-to-point messages; `send_bytes` is the input's size (staged when in place).
   Status P2pAlltoall(const CollectiveArgs& a, const std::vector<std::size_t>& send_off,
                      const std::vector<std::size_t>& recv_off, std::size_t send_bytes);

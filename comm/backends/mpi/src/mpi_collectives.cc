@@ -88,6 +88,38 @@ Status MpiBackend::P2pAlltoall(const CollectiveArgs& a, const std::vector<std::s
   return st;
 }
 
+// Two ranks: each sends the peer's block of its input and reduces the peer's contribution to its own
+// block straight into the result, piece by piece (each piece reduced while in cache): no staged copy
+// of the input. Pieces are cut by each block's own length, as the ring cuts them.
+Status MpiBackend::TwoRankReduceScatter(const CollectiveArgs& a, std::size_t my_off, std::size_t my_count,
+                                        std::size_t peer_off, std::size_t peer_count) {
+  constexpr std::size_t kPiece = std::size_t{256} << 10;
+  const std::size_t es = SizeOf(a.dtype);
+  const std::size_t seg = std::max(es, kPiece / es * es);
+  const std::size_t my_bytes = my_count * es, peer_bytes = peer_count * es;
+  auto pieces = [&](std::size_t len) { return len == 0 ? std::size_t{1} : 1 + (len - 1) / seg; };
+  auto piece = [&](std::size_t len, std::size_t k) { return len > k * seg ? std::min(seg, len - k * seg) : 0; };
+  if (p2p_scratch_.size() < std::min(my_bytes, seg)) p2p_scratch_.resize(std::min(my_bytes, seg));
+  const char* in = static_cast<const char*>(a.send);
+  char* out = static_cast<char*>(a.recv);
+  const int peer = 1 - rank_;
+  const ReduceFunction reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
+  Transport t(*this, a);
+  const std::size_t nr = pieces(my_bytes), ns = pieces(peer_bytes);
+  Status st;
+  for (std::size_t k = 0; k < std::max(nr, ns) && st.ok(); ++k) {
+    algorithms::Message m[2];
+    int n = 0;
+    const std::size_t rbytes = piece(my_bytes, k);
+    if (k < nr) m[n++] = algorithms::Message::Recv(peer, p2p_scratch_.data(), rbytes);
+    if (k < ns) m[n++] = algorithms::Message::Send(peer, in + peer_off + k * seg, piece(peer_bytes, k));
+    st = t.Exchange(std::span<algorithms::Message>(m, static_cast<std::size_t>(n)), DeadlineFor(a));
+    if (st.ok() && rbytes > 0) reduce(out + k * seg, p2p_scratch_.data(), in + my_off + k * seg, rbytes / es);
+  }
+  TrimP2pBuffers();
+  return st;
+}
+
 Status MpiBackend::Dispatch(const CollectiveArgs& a) {
   const std::size_t p = static_cast<std::size_t>(size_);
   const MPI_Datatype type = MpiType(a.dtype);
@@ -276,6 +308,22 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         // The ring reduces in place: it works on a staged copy of the input (scaled for PREMUL_SUM)
         // and this rank's block is copied out.
         if (total == 0) return Status::Ok();
+        if (size_ == 2 && !premul) {
+          const std::size_t me = static_cast<std::size_t>(rank_), peer = 1 - me;
+          const char* in = static_cast<const char*>(a.send);
+          const char* peer_block = in + Bytes(a, static_cast<std::size_t>(displs[peer]));
+          const char* out = static_cast<const char*>(a.recv);
+          // The result may be written over this rank's own block of the input (in place), never over
+          // the block still being sent.
+          const bool apart = out == in + Bytes(a, static_cast<std::size_t>(displs[me])) ||
+                             out + Bytes(a, sizes[me]) <= peer_block || out >= peer_block + Bytes(a, sizes[peer]);
+          if (apart) {
+            COMMKIT_RETURN_IF_ERROR(TwoRankReduceScatter(a, Bytes(a, static_cast<std::size_t>(displs[me])), sizes[me],
+                                                         Bytes(a, static_cast<std::size_t>(displs[peer])), sizes[peer]));
+            if (avg) DivideInPlace(a.dtype, a.recv, sizes[me], size_);
+            return Status::Ok();
+          }
+        }
         p2p_stage_.assign(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, total));
         if (premul) ScaleInPlace(a.dtype, p2p_stage_.data(), total, a.op.scalar);
         const std::vector<std::size_t> off = algorithms::CountOffsets(sizes, SizeOf(a.dtype));
