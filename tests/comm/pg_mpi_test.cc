@@ -260,7 +260,8 @@ TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
     }
   }
   // Both sides of each switch of `auto` (docs/mpi-backend.md): all-reduce flat over the slots up to
-  // 16 KiB; all-gather, broadcast (per rank) and reduce-scatter (whole input) up to a slot's 64 KiB.
+  // 16 KiB, all-gather and broadcast up to 16 KiB per rank, reduce-scatter up to a slot's 64 KiB of
+  // input.
   for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{64} << 10}) {
     for (int d : {-1, 0, 1}) {
       const std::size_t n = bytes / 4 + static_cast<std::size_t>(d);

@@ -44,6 +44,12 @@ class MpiBackend final : public Backend {
       : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin), table_(std::move(table)) {
     shm_enabled_ = shm;
     if (shm) shm_ = ShmSlots::Create(comm_, rank_, size_, kShmCapacity, group_);
+    // More ranks than cores (all ranks are on this node): a rank spinning for the slots keeps the
+    // rank it waits for off the core, so waits yield after the pure spins. (MPI's own progress
+    // yields too when mpirun oversubscribes.) 4 ranks on 2 cores: 107 µs per 8-byte all-reduce
+    // spinning for 100 µs, 4 µs yielding.
+    const unsigned cores = std::thread::hardware_concurrency();
+    shm_spin_ = cores > 0 && static_cast<unsigned>(size_) > cores ? std::chrono::microseconds(0) : spin_;
     if (p2p && size_ > 1) {
       CallGuard g;
       if (MPI_Comm_dup(comm_, &p2p_comm_) == MPI_SUCCESS) {
@@ -380,9 +386,15 @@ class MpiBackend final : public Backend {
   Status ShmBroadcast(const CollectiveArgs& a);
   // Whether `bytes` of one rank's data fit a slot.
   bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && bytes <= shm_->capacity(); }
+  // All-gather(v) and broadcast through the slots up to this many bytes per rank: one copy more
+  // than a point-to-point message (in, then out), which costs more than the message from here on
+  // (all-gather, 2 ranks, 64 KiB per rank: 14.4 µs against 9.0 raw; 16 KiB: 3.9 against 6.1).
+  static constexpr std::size_t kShmGatherMaxBytes = std::size_t{16} << 10;
+  bool ShmGathers(std::size_t bytes) const { return bytes <= kShmGatherMaxBytes && ShmFits(bytes); }
 
   std::unique_ptr<ShmSlots> shm_;
   std::uint64_t shm_seq_ = 0;  // collectives met in the slots (the same on every rank)
+  std::chrono::microseconds shm_spin_{0};  // spinning of a wait for the slots (Backoff)
   bool shm_enabled_ = false;   // this group's children try the slots too
 
   MPI_Comm comm_;

@@ -195,7 +195,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
     }
     case CollectiveKind::kBroadcast: {
       if (meet) {
-        const bool via = ShmFits(Bytes(a, a.count));
+        const bool via = ShmGathers(Bytes(a, a.count));
         COMMKIT_RETURN_IF_ERROR(Meet(a, a.recv, via && rank_ == a.root ? Bytes(a, a.count) : 0));
         if (via) return ShmBroadcast(a);
       }
@@ -227,7 +227,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       char* mine = static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_));
       if (meet) {
         // In place the input is this rank's block, or (send == recv) the buffer's start.
-        const bool via = ShmFits(Bytes(a, a.count));
+        const bool via = ShmGathers(Bytes(a, a.count));
         COMMKIT_RETURN_IF_ERROR(Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.count) : 0));
         if (via) return ShmAllgather(a, {});
       }
@@ -267,7 +267,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       const void* send = (a.send == nullptr || a.send == mine) ? MPI_IN_PLACE : a.send;
       const std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
       if (meet) {
-        const bool via = ShmFits(Bytes(a, *std::max_element(a.counts.begin(), a.counts.end())));
+        const bool via = ShmGathers(Bytes(a, *std::max_element(a.counts.begin(), a.counts.end())));
         COMMKIT_RETURN_IF_ERROR(Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.counts[rank_]) : 0));
         if (via) return ShmAllgather(a, algorithms::CountOffsets(a.counts, SizeOf(a.dtype)));
       }

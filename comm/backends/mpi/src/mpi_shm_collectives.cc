@@ -19,7 +19,7 @@ Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t b
   ShmSlots::StoreSeq(mine, seq);
   // Ranks are polled in turn from the next one; a rank seen ready stays ready (it cannot publish the
   // next call before this rank has).
-  Backoff backoff(spin_);
+  Backoff backoff(shm_spin_);
   const Clock::time_point deadline = DeadlineFor(a);
   // A rank that stops waiting (timeout, abort) says so in its slot: a late rank then fails instead of
   // completing a call the others have given up on, and ranks still waiting fail at once.
