@@ -118,6 +118,54 @@ TEST(PgMpi, MismatchesAcrossSizesAndKindsAreCaughtBeforeDataMoves) {
   });
 }
 
+// The backend's own bounds on a wait in the shared-memory slots, without the process group: rank 0
+// never enters the collective; Abort() from another thread ends rank 1's wait long before its
+// timeout, and every other rank's wait ends at its timeout (or at once, when it sees a rank give up).
+// Both leave the backend unusable, with the reason.
+TEST(PgMpi, AbortAndTimeoutEndAWaitInTheSlots) {
+  if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
+  BackendContext ctx;
+  ctx.rank = World().rank;
+  ctx.size = World().size;
+  ctx.store = std::make_shared<PrefixStore>("abort-in-slots", World().store);
+  ctx.group_name = "abort-in-slots";
+  auto backend = Registry::Default().Create("mpi", MemoryKind::kHost, ctx);  // collective over the world
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_TRUE((*backend)->ChecksMismatch()) << "every rank of this job is on one node: the slots exist";
+  if (World().rank == 0) return;
+  std::vector<float> buf(16, 1.0f);
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kAllreduce;
+  a.recv = buf.data();
+  a.count = buf.size();
+  a.dtype = DataType::kFloat32;
+  a.sequence = 1;
+  a.fingerprint = 42;
+  a.timeout = World().rank == 1 ? std::chrono::milliseconds(60'000) : std::chrono::milliseconds(1'500);
+  std::thread aborter;
+  if (World().rank == 1)
+    aborter = std::thread([&] {
+      std::this_thread::sleep_for(300ms);
+      (*backend)->Abort("test abort");
+    });
+  const auto start = std::chrono::steady_clock::now();
+  auto work = (*backend)->Run(a);
+  const auto took = std::chrono::steady_clock::now() - start;
+  if (aborter.joinable()) aborter.join();
+  Status s = work.ok() ? (*work)->Wait(60s) : work.status();
+  EXPECT_LT(took, 20s) << "rank " << World().rank;
+  if (World().rank == 1) {
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  } else {
+    EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+  }
+  a.sequence = 2;
+  auto again = (*backend)->Run(a);
+  Status b = again.ok() ? (*again)->Wait(10s) : again.status();
+  EXPECT_EQ(b.code(), StatusCode::kAborted) << b.ToString();
+  EXPECT_NE(b.message().find("unusable"), std::string::npos) << b.message();
+}
+
 TEST(PgMpi, SplitMapsToCommSplitAndNoColorRanksStayOut) {
   if (!Launched()) GTEST_SKIP() << "needs mpirun";
   RunRanks("mpi", World().size, [](ProcessGroup& pg) {
