@@ -35,10 +35,13 @@ Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t b
       waiting = (waiting + 1) % size_;
       continue;
     }
-    if (theirs == ShmSlots::kGaveUp)
+    // Any rank that gave up, not only the one waited for (which may be the one that never comes).
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_ || ShmSlots::LoadSeq(shm_->header(gen, q)) != ShmSlots::kGaveUp) continue;
       return give_up(Status::Timeout(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " on group ", group_,
-                                            " (rank ", rank_, "/", size_, "): rank ", waiting,
+                                            " (rank ", rank_, "/", size_, "): rank ", q,
                                             " gave up on it (timed out or aborted) before every rank arrived")));
+    }
     if (aborted_.load())
       return give_up(Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted")));
     if (!backoff.Pause(deadline)) return give_up(TimedOut(a));
