@@ -129,6 +129,7 @@ TEST(PgMpi, AbortAndTimeoutEndAWaitInTheSlots) {
   ctx.size = World().size;
   ctx.store = std::make_shared<PrefixStore>("abort-in-slots", World().store);
   ctx.group_name = "abort-in-slots";
+  ScopedEnv slots("COMMKIT_MPI_COLLECTIVES", std::string("auto"));  // also in the nbc run
   auto backend = Registry::Default().Create("mpi", MemoryKind::kHost, ctx);  // collective over the world
   ASSERT_TRUE(backend.ok()) << backend.status().ToString();
   ASSERT_TRUE((*backend)->ChecksMismatch()) << "every rank of this job is on one node: the slots exist";

@@ -43,7 +43,7 @@ class MpiBackend final : public Backend {
              tune::Table table)
       : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin), table_(std::move(table)) {
     shm_enabled_ = shm;
-    if (shm) shm_ = ShmSlots::Create(comm_, rank_, size_, kShmCapacity, group_);
+    if (shm) shm_ = ShmSlots::Create(comm_, rank_, size_, ShmCapacity(size_), group_);
     // More ranks than cores (all ranks are on this node): a rank spinning for the slots keeps the
     // rank it waits for off the core, so waits yield after the pure spins. (MPI's own progress
     // yields too when mpirun oversubscribes.) 4 ranks on 2 cores: 107 µs per 8-byte all-reduce
@@ -369,7 +369,12 @@ class MpiBackend final : public Backend {
   static constexpr std::size_t kP2pBroadcastMaxBytes = 1 << 20;
 
   // Shared-memory slots (COMMKIT_MPI_COLLECTIVES=auto, all ranks on one node): data bytes per slot.
-  static constexpr std::size_t kShmCapacity = std::size_t{64} << 10;
+  // 64 KiB, less from 64 ranks on so that a group's segment (two slots per rank) stays within 8 MiB
+  // of /dev/shm (a container's is often 64 MiB); a call larger than a slot takes the messages.
+  static std::size_t ShmCapacity(int ranks) {
+    const std::size_t per_slot = (std::size_t{8} << 20) / (2 * static_cast<std::size_t>(std::max(ranks, 1)));
+    return std::min<std::size_t>(std::size_t{64} << 10, per_slot > 64 ? (per_slot - 64) / 64 * 64 : 0);
+  }
   // Every collective's meeting in the slots (mpi_shm_collectives.cc): this rank publishes the call's
   // fingerprint and `bytes` of `data` (scaled by `scale` unless it is 1: PREMUL_SUM), then waits for
   // every rank's, bounded by the call's deadline and Abort(). Mismatch, on every rank alike, when the
