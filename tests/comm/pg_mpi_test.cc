@@ -85,6 +85,88 @@ TEST(PgMpi, MismatchedCollectivesAreReportedOnEveryRank) {
   });
 }
 
+// The backend compares fingerprints in its shared-memory slots (Backend::ChecksMismatch) before any
+// data moves, whatever path each rank's call would take: a small call against a large one, and
+// different collectives, are reported as mismatches on every rank (not a timeout), and the group
+// stays usable.
+TEST(PgMpi, MismatchesAcrossSizesAndKindsAreCaughtBeforeDataMoves) {
+  if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
+  RunRanks("mpi", World().size, [](ProcessGroup& pg) {
+    const std::size_t big = std::size_t{1} << 20;  // 4 MiB: the ring, far above a slot
+    std::vector<float> buf(big * static_cast<std::size_t>(pg.size()), 1.0f), out(buf.size(), 0.0f);
+    const OpOptions quick{.timeout = 20s};
+    auto expect_mismatch = [&](const Result<ProcessGroup::WorkPtr>& work, const std::string& what) {
+      ASSERT_TRUE(work.ok()) << what << ": " << work.status().ToString();
+      Status s = (*work)->Wait(60s);
+      EXPECT_EQ(s.code(), StatusCode::kMismatch) << what << ": " << s.ToString();
+    };
+    const bool odd = pg.rank() == 1;
+    expect_mismatch(pg.Allreduce(nullptr, buf.data(), odd ? big : 8, DataType::kFloat32, ReduceOp::Sum(), quick),
+                    "allreduce 8 against 1M elements");
+    expect_mismatch(odd ? pg.Allgather(buf.data(), out.data(), 8, DataType::kFloat32, quick)
+                        : pg.Allreduce(nullptr, buf.data(), 8, DataType::kFloat32, ReduceOp::Sum(), quick),
+                    "allgather against allreduce");
+    expect_mismatch(pg.ReduceScatter(buf.data(), out.data(), odd ? 4 : big, DataType::kFloat32, ReduceOp::Sum(), quick),
+                    "reduce_scatter 4 against 1M elements");
+    expect_mismatch(odd ? pg.Barrier(quick) : pg.Broadcast(buf.data(), 8, DataType::kFloat32, 0, quick),
+                    "barrier against broadcast");
+    // No data moved: the buffers are as they were, and the group works.
+    EXPECT_EQ(buf[0], 1.0f);
+    EXPECT_EQ(out[0], 0.0f);
+    COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), 8, DataType::kFloat32, ReduceOp::Sum()))->Wait(60s));
+    EXPECT_EQ(buf[0], static_cast<float>(pg.size()));
+  });
+}
+
+// The backend's own bounds on a wait in the shared-memory slots, without the process group: rank 0
+// never enters the collective; Abort() from another thread ends rank 1's wait long before its
+// timeout, and the other ranks' waits (np >= 3) end as soon as they see rank 1 give up, long before
+// theirs. Both leave the backend unusable, with the reason.
+TEST(PgMpi, AbortAndTimeoutEndAWaitInTheSlots) {
+  if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
+  BackendContext ctx;
+  ctx.rank = World().rank;
+  ctx.size = World().size;
+  ctx.store = std::make_shared<PrefixStore>("abort-in-slots", World().store);
+  ctx.group_name = "abort-in-slots";
+  ScopedEnv slots("COMMKIT_MPI_COLLECTIVES", std::string("auto"));  // also in the nbc run
+  auto backend = Registry::Default().Create("mpi", MemoryKind::kHost, ctx);  // collective over the world
+  ASSERT_TRUE(backend.ok()) << backend.status().ToString();
+  ASSERT_TRUE((*backend)->ChecksMismatch()) << "every rank of this job is on one node: the slots exist";
+  if (World().rank == 0) return;
+  std::vector<float> buf(16, 1.0f);
+  CollectiveArgs a;
+  a.kind = CollectiveKind::kAllreduce;
+  a.recv = buf.data();
+  a.count = buf.size();
+  a.dtype = DataType::kFloat32;
+  a.sequence = 1;
+  a.fingerprint = 42;
+  a.timeout = std::chrono::milliseconds(60'000);
+  std::thread aborter;
+  if (World().rank == 1)
+    aborter = std::thread([&] {
+      std::this_thread::sleep_for(300ms);
+      (*backend)->Abort("test abort");
+    });
+  const auto start = std::chrono::steady_clock::now();
+  auto work = (*backend)->Run(a);
+  const auto took = std::chrono::steady_clock::now() - start;
+  if (aborter.joinable()) aborter.join();
+  Status s = work.ok() ? (*work)->Wait(60s) : work.status();
+  EXPECT_LT(took, 20s) << "rank " << World().rank;
+  if (World().rank == 1) {
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+  } else {
+    EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+  }
+  a.sequence = 2;
+  auto again = (*backend)->Run(a);
+  Status b = again.ok() ? (*again)->Wait(10s) : again.status();
+  EXPECT_EQ(b.code(), StatusCode::kAborted) << b.ToString();
+  EXPECT_NE(b.message().find("unusable"), std::string::npos) << b.message();
+}
+
 TEST(PgMpi, SplitMapsToCommSplitAndNoColorRanksStayOut) {
   if (!Launched()) GTEST_SKIP() << "needs mpirun";
   RunRanks("mpi", World().size, [](ProcessGroup& pg) {
@@ -105,10 +187,12 @@ TEST(PgMpi, SplitMapsToCommSplitAndNoColorRanksStayOut) {
   });
 }
 
-// Every collective the backend runs on point-to-point messages (COMMKIT_MPI_COLLECTIVES=auto) gives
-// bitwise the same result as MPI's own collective (nbc), for every type and reduction, in and out of
-// place, even and uneven (zero) counts, messages split into eager segments and whole, ring pieces.
-// Inputs are small integers, so every reduction order gives exact, identical results.
+// Every collective the backend runs over its shared-memory slots and point-to-point messages
+// (COMMKIT_MPI_COLLECTIVES=auto), and on point-to-point messages alone (p2p), gives bitwise the same
+// result as MPI's own collective (nbc), for every type and reduction, in and out of place, even and
+// uneven (zero) counts, messages split into eager segments and whole, ring pieces, and sizes on both
+// sides of every switch between the slots and the messages. Inputs are small integers, so every
+// reduction order gives exact, identical results.
 TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
   if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
   auto make = [](const char* mode) -> std::unique_ptr<ProcessGroup> {
@@ -118,26 +202,29 @@ TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
     EXPECT_TRUE(pg.ok()) << pg.status().ToString();
     return pg.ok() ? std::move(pg).value() : nullptr;
   };
-  std::unique_ptr<ProcessGroup> p2p = make("auto"), lib = make("nbc");
-  ASSERT_TRUE(p2p && lib);
+  std::unique_ptr<ProcessGroup> groups[3] = {make("auto"), make("p2p"), make("nbc")};
+  ASSERT_TRUE(groups[0] && groups[1] && groups[2]);
   const int p = World().size, me = World().rank;
   const auto up = static_cast<std::size_t>(p);
-  // One collective on both groups from the same input; `out` bytes of the result are compared.
+  // One collective on every group from the same input; `out` bytes of the results are compared with
+  // MPI's.
   std::size_t checked = 0;
   auto same = [&](const std::string& what, std::size_t in_bytes, std::size_t out_bytes,
                   const std::function<Result<ProcessGroup::WorkPtr>(ProcessGroup&, void*, void*)>& run) {
-    std::vector<std::vector<char>> in(2), out(2);
-    for (int g = 0; g < 2; ++g) {
+    std::vector<std::vector<char>> in(3), out(3);
+    for (int g = 0; g < 3; ++g) {
       // Both buffers filled: in-place forms read `out`. Bytes 1..3 of a value, small in every type.
       in[g].resize(std::max<std::size_t>(in_bytes, 1));
       out[g].resize(std::max(std::max<std::size_t>(out_bytes, 1), in_bytes));
       for (std::size_t i = 0; i < in[g].size(); ++i) in[g][i] = static_cast<char>(1 + (me * 7 + i * 3) % 3);
       for (std::size_t i = 0; i < out[g].size(); ++i) out[g][i] = static_cast<char>(1 + (me * 5 + i) % 3);
-      auto work = run(g == 0 ? *p2p : *lib, in[g].data(), out[g].data());
+      auto work = run(*groups[g], in[g].data(), out[g].data());
       ASSERT_TRUE(work.ok()) << what << ": " << work.status().ToString();
       COMMKIT_ASSERT_OK((*work)->Wait(60s));
     }
-    ASSERT_EQ(std::memcmp(out[0].data(), out[1].data(), out_bytes), 0)
+    ASSERT_EQ(std::memcmp(out[0].data(), out[2].data(), out_bytes), 0)
+        << what << " on rank " << me << ": shared memory and point-to-point (auto) and MPI's collective differ";
+    ASSERT_EQ(std::memcmp(out[1].data(), out[2].data(), out_bytes), 0)
         << what << " on rank " << me << ": point-to-point and MPI's collective differ";
     ++checked;
   };
@@ -221,6 +308,44 @@ TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
              [&](ProcessGroup& pg, void*, void* out) { return pg.Broadcast(out, n, t, root); });
     }
   }
+  // Both sides of each switch of `auto` (docs/mpi-backend.md): all-reduce flat over the slots up to
+  // 16 KiB, all-gather and broadcast up to 16 KiB per rank, reduce-scatter up to a slot's 64 KiB of
+  // input.
+  for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{64} << 10}) {
+    for (int d : {-1, 0, 1}) {
+      const std::size_t n = bytes / 4 + static_cast<std::size_t>(d);
+      const DataType t = DataType::kFloat32;
+      const std::string what = StrCat("f32 n=", n);
+      same("allreduce " + what, n * 4, n * 4, [&](ProcessGroup& pg, void* in, void* out) {
+        fill(t, in, n, me);
+        return pg.Allreduce(in, out, n, t, ReduceOp::Sum());
+      });
+      same("allgather " + what, n * 4, up * n * 4,
+           [&](ProcessGroup& pg, void* in, void* out) { return pg.Allgather(in, out, n, t); });
+      same("broadcast " + what, 0, n * 4, [&](ProcessGroup& pg, void*, void* out) { return pg.Broadcast(out, n, t, p - 1); });
+      const std::size_t m = bytes / 4 / up + static_cast<std::size_t>(d);  // a whole input of about `bytes`
+      same("reduce_scatter " + what, up * m * 4, m * 4, [&](ProcessGroup& pg, void* in, void* out) {
+        fill(t, in, up * m, me);
+        return pg.ReduceScatter(in, out, m, t, ReduceOp::Sum());
+      });
+    }
+  }
+  // Reduce-scatter blocks of several 256 KiB pieces (two ranks: straight from the input), even and uneven.
+  {
+    const std::size_t m = (std::size_t{600} << 10) / 4 + 3;
+    same("reduce_scatter in pieces", up * m * 4, m * 4, [&](ProcessGroup& pg, void* in, void* out) {
+      fill(DataType::kFloat32, in, up * m, me);
+      return pg.ReduceScatter(in, out, m, DataType::kFloat32, ReduceOp::Sum());
+    });
+    std::vector<std::size_t> counts(up);
+    for (int r = 0; r < p; ++r) counts[static_cast<std::size_t>(r)] = m / static_cast<std::size_t>(r + 1) + static_cast<std::size_t>(r);
+    const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+    same("reduce_scatter_v in pieces", total * 4, counts[static_cast<std::size_t>(me)] * 4,
+         [&](ProcessGroup& pg, void* in, void* out) {
+           fill(DataType::kInt32, in, total, me);
+           return pg.ReduceScatterV(in, out, counts, DataType::kInt32, ReduceOp::Max());
+         });
+  }
   // Above the tree's size limit (two ranks: still point-to-point).
   const std::size_t big = (std::size_t{3} << 20) + 5;
   same("broadcast 3 MiB", 0, big, [&](ProcessGroup& pg, void*, void* out) {
@@ -264,9 +389,12 @@ TEST(PgMpi, ARankDelayedPastTheTimeoutIsNamed) {
 // among the same ranks works while the late data arrives, and MPI_Finalize returns.
 TEST(PgMpi, ALateRanksDataNeverLandsInFreedMemory) {
   if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
-  RunRanks("mpi", World().size, [](ProcessGroup& pg) {
-    // 16 KiB: the point-to-point all-reduce receives the peer's whole buffer into its scratch.
-    auto buf = std::make_unique<std::vector<float>>(4096, 1.0f);
+  // 16 KiB: flat over the shared-memory slots; 64 KiB: the point-to-point all-reduce receives the
+  // peer's whole buffer into its scratch.
+  for (std::size_t elems : {std::size_t{4096}, std::size_t{16384}}) {
+  SCOPED_TRACE(StrCat(elems * 4, " bytes"));
+  RunRanks("mpi", World().size, [elems](ProcessGroup& pg) {
+    auto buf = std::make_unique<std::vector<float>>(elems, 1.0f);
     COMMKIT_ASSERT_OK((*pg.Allreduce(nullptr, buf->data(), buf->size(), DataType::kFloat32, ReduceOp::Sum()))->Wait(60s));
     if (pg.rank() == 0) std::this_thread::sleep_for(2500ms);  // the others time out after 1 s, then leave
     auto work = pg.Allreduce(nullptr, buf->data(), buf->size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 1s});
@@ -289,6 +417,7 @@ TEST(PgMpi, ALateRanksDataNeverLandsInFreedMemory) {
     EXPECT_EQ(v.front(), p * (p + 1) / 2);
     EXPECT_EQ(v.back(), p * (p + 1) / 2);
   });
+  }
 }
 
 // Invalid arguments fail on the calling rank with InvalidArgument before any communication. Only the

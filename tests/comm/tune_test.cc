@@ -231,11 +231,11 @@ TEST(TuneTable, NamesNoBackendTunesAreRefusedOrIgnored) {
   auto bad = tune::Table::ForGroup("mpi", {2, 2, 1}, Isolated("mpi.allreduce:*:pairwise"));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("no pairwise for allreduce (it has: recursive_doubling, ring, library)"),
+  EXPECT_NE(bad.status().message().find("no pairwise for allreduce (it has: recursive_doubling, ring, library, flat)"),
             std::string::npos)
       << bad.status().message();
   auto generic = MustTable("mpi", {2, 2, 1}, Isolated("allreduce:*:dissemination"));
-  EXPECT_EQ(generic.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(generic.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(generic.Select(kAll, kHostMem, 8).source, Source::kDefault);
 }
 
@@ -494,10 +494,10 @@ TEST(TuneCalibration, DefaultPathIsKeyedByHostAndVersion) {
 TEST(TunePlan, RowsTextAndJson) {
   tune::TableOptions o = Isolated("mpi.allreduce:1M-:library");
   auto t = MustTable("mpi", {2, 2, 1}, o);
-  const auto rows = tune::Plan(t, kAll, kHostMem, 8, 64 << 20);
+  const auto rows = tune::Plan(t, kAll, kHostMem, 32 << 10, 64 << 20);  // above the flat rule
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0].algorithm, CollectiveAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(rows[0].min_bytes, 8u);
+  EXPECT_EQ(rows[0].min_bytes, 32u << 10);
   EXPECT_EQ(rows[0].max_bytes, 64u << 10);
   EXPECT_EQ(rows[0].source, Source::kDefault);
   EXPECT_GT(rows[0].predicted_min_s, 0);

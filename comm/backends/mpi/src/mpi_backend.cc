@@ -44,10 +44,12 @@ bool SingletonAllowed() {
 
 Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
   if (Launcher().empty() && !SingletonAllowed()) return Status::Unavailable(StrCat("mpi backend: ", NotLaunchedReason()));
-  // auto: all-reduce, reduce-scatter, all-gather, all-to-all, broadcast (<= 1 MiB, any size at two
-  // ranks) and barrier on point-to-point messages; nbc: every collective as MPI's nonblocking
-  // collective (libnbc in Open MPI).
-  auto collectives_env = EnvChoice("COMMKIT_MPI_COLLECTIVES", {"auto", "nbc"});
+  // auto: every collective meets in shared-memory slots first when all ranks are on this node (small
+  // all-reduce, all-gather, reduce-scatter and broadcast move their data there too); all-reduce,
+  // reduce-scatter, all-gather, all-to-all, broadcast (<= 1 MiB, any size at two ranks) and barrier
+  // otherwise on point-to-point messages; p2p: the same without the slots; nbc: every collective as
+  // MPI's nonblocking collective (libnbc in Open MPI).
+  auto collectives_env = EnvChoice("COMMKIT_MPI_COLLECTIVES", {"auto", "p2p", "nbc"});
   if (!collectives_env.ok())
     return collectives_env.status().WithContext(
         "mpi backend: COMMKIT_MPI_COLLECTIVES selects how collectives run");
@@ -80,7 +82,8 @@ Result<std::unique_ptr<Backend>> CreateMpiBackend(const BackendContext& ctx) {
     MPI_Comm_free(&comm);
     return table.status();
   }
-  return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name, *collectives == "auto",
+  return std::unique_ptr<Backend>(new MpiBackend(comm, world_rank, world_size, ctx.group_name, *collectives != "nbc",
+                                                 *collectives == "auto",
                                                  std::chrono::microseconds(*spin_us), std::move(*table)));
 }
 

@@ -1,6 +1,7 @@
 // The MPI backend's collectives: all-reduce, reduce-scatter(v), all-gather(v), all-to-all(v),
 // broadcast and barrier on the algorithm layer over MPI point-to-point (COMMKIT_MPI_COLLECTIVES=auto),
 // reduce, gather and scatter as MPI's nonblocking collectives, each polled to its deadline.
+#include <algorithm>
 #include <numeric>
 #include <span>
 #include <utility>
@@ -87,6 +88,38 @@ Status MpiBackend::P2pAlltoall(const CollectiveArgs& a, const std::vector<std::s
   return st;
 }
 
+// Two ranks: each sends the peer's block of its input and reduces the peer's contribution to its own
+// block straight into the result, piece by piece (each piece reduced while in cache): no staged copy
+// of the input. Pieces are cut by each block's own length, as the ring cuts them.
+Status MpiBackend::TwoRankReduceScatter(const CollectiveArgs& a, std::size_t my_off, std::size_t my_count,
+                                        std::size_t peer_off, std::size_t peer_count) {
+  constexpr std::size_t kPiece = std::size_t{256} << 10;
+  const std::size_t es = SizeOf(a.dtype);
+  const std::size_t seg = std::max(es, kPiece / es * es);
+  const std::size_t my_bytes = my_count * es, peer_bytes = peer_count * es;
+  auto pieces = [&](std::size_t len) { return len == 0 ? std::size_t{1} : 1 + (len - 1) / seg; };
+  auto piece = [&](std::size_t len, std::size_t k) { return len > k * seg ? std::min(seg, len - k * seg) : 0; };
+  if (p2p_scratch_.size() < std::min(my_bytes, seg)) p2p_scratch_.resize(std::min(my_bytes, seg));
+  const char* in = static_cast<const char*>(a.send);
+  char* out = static_cast<char*>(a.recv);
+  const int peer = 1 - rank_;
+  const ReduceFunction reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
+  Transport t(*this, a);
+  const std::size_t nr = pieces(my_bytes), ns = pieces(peer_bytes);
+  Status st;
+  for (std::size_t k = 0; k < std::max(nr, ns) && st.ok(); ++k) {
+    algorithms::Message m[2];
+    int n = 0;
+    const std::size_t rbytes = piece(my_bytes, k);
+    if (k < nr) m[n++] = algorithms::Message::Recv(peer, p2p_scratch_.data(), rbytes);
+    if (k < ns) m[n++] = algorithms::Message::Send(peer, in + peer_off + k * seg, piece(peer_bytes, k));
+    st = t.Exchange(std::span<algorithms::Message>(m, static_cast<std::size_t>(n)), DeadlineFor(a));
+    if (st.ok() && rbytes > 0) reduce(out + k * seg, p2p_scratch_.data(), in + my_off + k * seg, rbytes / es);
+  }
+  TrimP2pBuffers();
+  return st;
+}
+
 Status MpiBackend::Dispatch(const CollectiveArgs& a) {
   const std::size_t p = static_cast<std::size_t>(size_);
   const MPI_Datatype type = MpiType(a.dtype);
@@ -97,6 +130,9 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
   const MPI_Op op = IsReduction(a.kind) ? MpiOp(a.dtype, a.op.kind) : MPI_OP_NULL;
   const bool premul = IsReduction(a.kind) && a.op.kind == ReduceKind::kPreMulSum;
   const bool avg = IsReduction(a.kind) && a.op.kind == ReduceKind::kAvg;
+  // Every collective meets in the shared-memory slots first (when the group has them): the
+  // fingerprints are compared there, and small inputs go along.
+  const bool meet = shm_ != nullptr && a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv;
   std::vector<char> scratch;
   // A scaled private copy of `src` (n elements) for PREMUL_SUM.
   auto scaled = [&](const void* src, std::size_t elems) -> const void* {
@@ -107,11 +143,27 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
 
   switch (a.kind) {
     case CollectiveKind::kAllreduce: {
-      if (a.count == 0) return Status::Ok();
       const void* in = a.send;
-      // Recursive doubling, the ring (and its segment) or the library's own: the selection table's choice.
-      const std::optional<algorithms::AlgorithmChoice> choice = algorithms::AllreduceChoice(
-          table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, a.count)), a.count, size_);
+      // Flat over the slots, recursive doubling, the ring (and its segment) or the library's own: the
+      // selection table's choice. Flat without slots (ranks on several nodes, COMMKIT_MPI_COLLECTIVES
+      // other than auto) is recursive doubling.
+      const tune::Choice selected = table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, a.count));
+      if (meet) {
+        const bool flat = selected.algorithm == CollectiveAlgorithm::kFlat && ShmFits(Bytes(a, a.count));
+        COMMKIT_RETURN_IF_ERROR(Meet(a, in != nullptr ? in : a.recv, flat ? Bytes(a, a.count) : 0,
+                                     premul ? a.op.scalar : 1));
+        if (flat && a.count > 0) {
+          tune::NoteRun("mpi", CollectiveAlgorithm::kFlat);
+          return ShmAllreduce(a);
+        }
+      }
+      if (a.count == 0) return Status::Ok();
+      std::optional<algorithms::AlgorithmChoice> choice;
+      if (selected.algorithm == CollectiveAlgorithm::kFlat) {
+        choice = algorithms::AlgorithmChoice{CollectiveAlgorithm::kRecursiveDoubling};
+      } else {
+        choice = algorithms::AllreduceChoice(selected, a.count, size_);
+      }
       if (UseP2p(a, a.count) && choice) {
         Transport t(*this, a);
         algorithms::AllreduceArgs args;
@@ -142,6 +194,11 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       return Status::Ok();
     }
     case CollectiveKind::kBroadcast: {
+      if (meet) {
+        const bool via = ShmGathers(Bytes(a, a.count));
+        COMMKIT_RETURN_IF_ERROR(Meet(a, a.recv, via && rank_ == a.root ? Bytes(a, a.count) : 0));
+        if (via) return ShmBroadcast(a);
+      }
       if (a.count == 0) return Status::Ok();
       // Two ranks: the tree is one message at any size.
       if (UseP2p(a, a.count) && (size_ == 2 || Bytes(a, a.count) <= kP2pBroadcastMaxBytes)) {
@@ -153,6 +210,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
                         [&](const void*, void* buf, MPI_Request* r) { return MPI_Ibcast(buf, n, type, a.root, comm_, r); });
     }
     case CollectiveKind::kReduce: {
+      if (meet) COMMKIT_RETURN_IF_ERROR(Meet(a, nullptr, 0));
       if (a.count == 0) return Status::Ok();
       const void* in = a.send != nullptr ? a.send : a.recv;
       if (premul) in = scaled(in, a.count);
@@ -166,8 +224,14 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       return Status::Ok();
     }
     case CollectiveKind::kAllgather: {
-      if (a.count == 0) return Status::Ok();
       char* mine = static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_));
+      if (meet) {
+        // In place the input is this rank's block, or (send == recv) the buffer's start.
+        const bool via = ShmGathers(Bytes(a, a.count));
+        COMMKIT_RETURN_IF_ERROR(Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.count) : 0));
+        if (via) return ShmAllgather(a, {});
+      }
+      if (a.count == 0) return Status::Ok();
       const void* send = (a.send == nullptr || a.send == a.recv || a.send == mine) ? MPI_IN_PLACE : a.send;
       if (send == MPI_IN_PLACE && a.send == a.recv && rank_ != 0) std::memmove(mine, a.recv, Bytes(a, a.count));
       if (UseP2p(a, a.count * p)) {
@@ -202,6 +266,11 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       char* mine = static_cast<char*>(a.recv) + Bytes(a, static_cast<std::size_t>(displs[rank_]));
       const void* send = (a.send == nullptr || a.send == mine) ? MPI_IN_PLACE : a.send;
       const std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
+      if (meet) {
+        const bool via = ShmGathers(Bytes(a, *std::max_element(a.counts.begin(), a.counts.end())));
+        COMMKIT_RETURN_IF_ERROR(Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.counts[rank_]) : 0));
+        if (via) return ShmAllgather(a, algorithms::CountOffsets(a.counts, SizeOf(a.dtype)));
+      }
       if (UseP2p(a, total)) {
         if (send != MPI_IN_PLACE && a.counts[rank_] > 0) std::memcpy(mine, send, Bytes(a, a.counts[rank_]));
         Transport t(*this, a);
@@ -217,6 +286,11 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
     }
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kReduceScatterV: {
+      if (meet && a.kind == CollectiveKind::kReduceScatter && a.send != nullptr && ShmFits(Bytes(a, a.count * p))) {
+        // Even blocks through the slots: nothing to allocate per call.
+        COMMKIT_RETURN_IF_ERROR(Meet(a, a.send, Bytes(a, a.count * p), premul ? a.op.scalar : 1));
+        return ShmReduceScatter(a, Bytes(a, a.count * static_cast<std::size_t>(rank_)), a.count);
+      }
       std::vector<std::size_t> sizes =
           a.kind == CollectiveKind::kReduceScatter ? std::vector<std::size_t>(p, a.count) : a.counts;
       std::vector<int> counts, displs;
@@ -225,10 +299,31 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       if (a.send == nullptr && total > 0)
         return Status::InvalidArgument(StrCat("mpi backend: ", ToString(a.kind), " needs a send buffer of ", total,
                                               " elements (the result is smaller than the input)"));
+      if (meet) {
+        const bool via = ShmFits(Bytes(a, total));
+        COMMKIT_RETURN_IF_ERROR(Meet(a, a.send, via ? Bytes(a, total) : 0, premul ? a.op.scalar : 1));
+        if (via) return ShmReduceScatter(a, Bytes(a, static_cast<std::size_t>(displs[rank_])), sizes[rank_]);
+      }
       if (UseP2p(a, total)) {
         // The ring reduces in place: it works on a staged copy of the input (scaled for PREMUL_SUM)
         // and this rank's block is copied out.
         if (total == 0) return Status::Ok();
+        if (size_ == 2 && !premul) {
+          const std::size_t me = static_cast<std::size_t>(rank_), peer = 1 - me;
+          const char* in = static_cast<const char*>(a.send);
+          const char* peer_block = in + Bytes(a, static_cast<std::size_t>(displs[peer]));
+          const char* out = static_cast<const char*>(a.recv);
+          // The result may be written over this rank's own block of the input (in place), never over
+          // the block still being sent.
+          const bool apart = out == in + Bytes(a, static_cast<std::size_t>(displs[me])) ||
+                             out + Bytes(a, sizes[me]) <= peer_block || out >= peer_block + Bytes(a, sizes[peer]);
+          if (apart) {
+            COMMKIT_RETURN_IF_ERROR(TwoRankReduceScatter(a, Bytes(a, static_cast<std::size_t>(displs[me])), sizes[me],
+                                                         Bytes(a, static_cast<std::size_t>(displs[peer])), sizes[peer]));
+            if (avg) DivideInPlace(a.dtype, a.recv, sizes[me], size_);
+            return Status::Ok();
+          }
+        }
         p2p_stage_.assign(static_cast<const char*>(a.send), static_cast<const char*>(a.send) + Bytes(a, total));
         if (premul) ScaleInPlace(a.dtype, p2p_stage_.data(), total, a.op.scalar);
         const std::vector<std::size_t> off = algorithms::CountOffsets(sizes, SizeOf(a.dtype));
@@ -259,6 +354,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       return Status::Ok();
     }
     case CollectiveKind::kAlltoall: {
+      if (meet) COMMKIT_RETURN_IF_ERROR(Meet(a, nullptr, 0));
       if (a.count == 0) return Status::Ok();
       if (UseP2p(a, a.count * p)) {
         const std::vector<std::size_t> off = algorithms::EvenOffsets(a.count * p, size_, SizeOf(a.dtype));
@@ -284,6 +380,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       if ((in == nullptr || in == a.recv) && send_total > recv_total)
         return Status::InvalidArgument(StrCat("mpi backend: in-place alltoallv sends ", send_total,
                                               " elements but the buffer holds ", recv_total));
+      if (meet) COMMKIT_RETURN_IF_ERROR(Meet(a, nullptr, 0));
       if (UseP2p(a, std::max(send_total, recv_total)))
         return P2pAlltoall(a, algorithms::CountOffsets(a.counts, SizeOf(a.dtype)),
                            algorithms::CountOffsets(a.recv_counts, SizeOf(a.dtype)), Bytes(a, send_total));
@@ -298,6 +395,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
                         });
     }
     case CollectiveKind::kGather: {
+      if (meet) COMMKIT_RETURN_IF_ERROR(Meet(a, nullptr, 0));
       if (a.count == 0) return Status::Ok();
       const bool root = rank_ == a.root;
       char* slot = root ? static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_)) : nullptr;
@@ -308,6 +406,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
                         });
     }
     case CollectiveKind::kScatter: {
+      if (meet) COMMKIT_RETURN_IF_ERROR(Meet(a, nullptr, 0));
       if (a.count == 0) return Status::Ok();
       const bool root = rank_ == a.root;
       const char* slot = root ? static_cast<const char*>(a.send) + Bytes(a, a.count * static_cast<std::size_t>(rank_))
@@ -319,6 +418,8 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
                         });
     }
     case CollectiveKind::kBarrier:
+      // Every rank has published this call: that is the barrier.
+      if (meet) return Meet(a, nullptr, 0);
       if (p2p_comm_ != MPI_COMM_NULL) {
         Transport t(*this, a);
         return algorithms::Barrier(t, algorithms::Group(rank_, size_), {CollectiveAlgorithm::kDissemination},
