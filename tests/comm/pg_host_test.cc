@@ -9,7 +9,7 @@
 #include <fstream>
 #include <set>
 
-#include "../../comm/backends/host/src/shm_segment.h"
+#include "commkit/common/shm_segment.h"
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/registry.h"
 #include "commkit/common/config.h"
@@ -276,9 +276,10 @@ TEST(HostBackend, ADeadRankOnAnotherHostIsNamed) {
 #endif
 
 TEST(HostBackend, ATooSmallDevShmIsAnErrorWithTheFix) {
-  auto free = comm::host::ShmFreeBytes();
+  auto free = shm::ShmFreeBytes();
   ASSERT_TRUE(free.ok()) << free.status().ToString();
-  auto seg = comm::host::ShmSegment::Create("/commkit.test.toolarge", static_cast<std::size_t>(*free) + (1ull << 30));
+  auto seg = shm::ShmSegment::Create("/commkit.test.toolarge", static_cast<std::size_t>(*free) + (1ull << 30),
+                                     "shrink the host backend's buffers with COMMKIT_HOST_SLOT_BYTES=262144");
   ASSERT_FALSE(seg.ok());
   EXPECT_EQ(seg.status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(Contains(seg.status().message(), "--shm-size")) << seg.status().ToString();

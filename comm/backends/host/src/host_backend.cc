@@ -517,7 +517,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
 
   // Which ranks share a host (its /dev/shm): hosts ordered by their lowest rank.
-  COMMKIT_RETURN_IF_ERROR(context.store->Set(StrCat("hosts/", context.rank), ShmDomain()).WithContext(who));
+  COMMKIT_RETURN_IF_ERROR(context.store->Set(StrCat("hosts/", context.rank), shm::ShmDomain()).WithContext(who));
   std::vector<std::string> keys;
   for (int q = 0; q < context.size; ++q) keys.push_back(StrCat("hosts/", q));
   auto domains = context.store->MultiGet(keys, context.timeout);

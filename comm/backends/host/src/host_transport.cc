@@ -24,6 +24,7 @@ namespace {
 constexpr std::uint32_t kMagic = 0x43484b53;  // "SKHC"
 constexpr std::uint32_t kFrameMagic = 0x50325046;
 constexpr std::size_t kPage = 4096;
+constexpr std::string_view kShrinkHint = "shrink the host backend's buffers with COMMKIT_HOST_SLOT_BYTES=262144";
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
@@ -342,8 +343,8 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
     std::random_device rd;
     token = StrCat(std::hex, (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid()));
   }
-  std::string domain = ShmDomain();
-  COMMKIT_RETURN_IF_ERROR(store.Set(StrCat("host/id/", me), StrCat(domain, "\n", ::getpid(), "\n", PidNamespace(), "\n",
+  std::string domain = shm::ShmDomain();
+  COMMKIT_RETURN_IF_ERROR(store.Set(StrCat("host/id/", me), StrCat(domain, "\n", ::getpid(), "\n", shm::PidNamespace(), "\n",
                                                                    token, "\n", t->segment_bytes_))
                               .WithContext(who));
   auto ids = store.MultiGet(all_keys("id"), ctx.timeout);
@@ -379,7 +380,7 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
 
   // 2. This rank's segment; every rank learns whether every other one got its memory.
   t->segments_.resize(p);
-  auto mine = ShmSegment::Create(name(me), t->segment_bytes_);
+  auto mine = shm::ShmSegment::Create(name(me), t->segment_bytes_, kShrinkHint);
   if (mine.ok()) {
     t->segments_[me] = std::move(mine).value();
     Control* c = new (t->segments_[me].data()) Control();
@@ -397,7 +398,7 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
   std::string mapped = "ok";
   for (int q = 0; q < p && mapped == "ok"; ++q) {
     if (q == me) continue;
-    auto seg = ShmSegment::Open(name(q), t->segment_bytes_);
+    auto seg = shm::ShmSegment::Open(name(q), t->segment_bytes_, "COMMKIT_HOST_SLOT_BYTES");
     if (!seg.ok()) {
       mapped = seg.status().ToString();
     } else if (reinterpret_cast<Control*>(seg->data())->magic != kMagic) {

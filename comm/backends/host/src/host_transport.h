@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "commkit/comm/backend.h"
-#include "shm_segment.h"
+#include "commkit/common/shm_segment.h"
 
 namespace commkit::comm::host {
 
@@ -90,7 +90,7 @@ class Transport {
   int rank_ = 0, size_ = 1;
   TransportOptions options_;
   std::size_t ctrl_bytes_ = 0, ring_offset_ = 0, slot_offset_ = 0, slot_stride_ = 0, segment_bytes_ = 0;
-  std::vector<ShmSegment> segments_;  // segments_[q]: rank q's
+  std::vector<shm::ShmSegment> segments_;  // segments_[q]: rank q's
   std::vector<int> pids_;             // 0 when liveness cannot be checked (other pid namespace)
   std::uint64_t step_ = 0;            // rounds finished
   std::uint64_t all_posted_ = 0;      // the last round whose posts this rank saw from every peer

@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
+#include "commkit/common/shm_segment.h"
 #include "mpi_runtime.h"
 
 namespace commkit::comm::mpi {
@@ -53,15 +55,19 @@ class ShmSlots {
 
  private:
   static constexpr std::size_t kHeaderBytes = 64;
-  ShmSlots(char* base, std::size_t bytes, std::size_t capacity, int size)
-      : base_(base), bytes_(bytes), capacity_(capacity), stride_(kHeaderBytes + capacity), size_(size) {}
+  ShmSlots(shm::ShmSegment segment, std::size_t capacity, int size)
+      : segment_(std::move(segment)),
+        base_(reinterpret_cast<char*>(segment_.data())),
+        capacity_(capacity),
+        stride_(kHeaderBytes + capacity),
+        size_(size) {}
   char* Slot(int generation, int rank) const {
     return base_ + (static_cast<std::size_t>(generation) * static_cast<std::size_t>(size_) +
                     static_cast<std::size_t>(rank)) * stride_;
   }
 
+  shm::ShmSegment segment_;
   char* base_;
-  std::size_t bytes_;
   std::size_t capacity_;
   std::size_t stride_;
   int size_;

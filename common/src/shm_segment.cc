@@ -1,4 +1,4 @@
-#include "shm_segment.h"
+#include "commkit/common/shm_segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -13,17 +13,16 @@
 
 #include "commkit/common/strings.h"
 
-namespace commkit::comm::host {
+namespace commkit::shm {
 
 namespace {
 
-std::string ShmFullHint(std::size_t bytes) {
+std::string ShmFullHint(std::size_t bytes, std::string_view shrink) {
   std::string free_text = "unknown";
   if (auto free = ShmFreeBytes(); free.ok()) free_text = HumanBytes(static_cast<double>(*free));
   return StrCat("could not reserve ", HumanBytes(static_cast<double>(bytes)), " in /dev/shm (", free_text,
                 " free). Enlarge /dev/shm (docker run --shm-size=8g; Kubernetes: an emptyDir with medium: Memory "
-                "on /dev/shm; or mount -o remount,size=8G /dev/shm), or shrink the host backend's buffers with "
-                "COMMKIT_HOST_SLOT_BYTES=262144");
+                "on /dev/shm; or mount -o remount,size=8G /dev/shm)", shrink.empty() ? "" : ", or ", shrink);
 }
 
 std::string ReadLink(const char* path) {
@@ -57,9 +56,9 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
   return *this;
 }
 
-Result<ShmSegment> ShmSegment::Create(const std::string& name, std::size_t bytes) {
+Result<ShmSegment> ShmSegment::Create(const std::string& name, std::size_t bytes, std::string_view shrink) {
   // Fail before touching memory when it cannot fit (posix_fallocate would fill /dev/shm first).
-  if (auto free = ShmFreeBytes(); free.ok() && *free < bytes) return Status::Unavailable(ShmFullHint(bytes));
+  if (auto free = ShmFreeBytes(); free.ok() && *free < bytes) return Status::Unavailable(ShmFullHint(bytes, shrink));
   int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) return Status::FromErrno(errno, StrCat("shm_open(", name, ", O_CREAT|O_EXCL)"));
   ShmSegment seg;
@@ -68,13 +67,13 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, std::size_t bytes
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     int err = errno;
     ::close(fd);
-    return Status::FromErrno(err, StrCat("ftruncate(", name, ", ", bytes, ")")).WithContext(ShmFullHint(bytes));
+    return Status::FromErrno(err, StrCat("ftruncate(", name, ", ", bytes, ")")).WithContext(ShmFullHint(bytes, shrink));
   }
   // ftruncate only sets the size: without reserving the pages a full /dev/shm kills the process with
   // SIGBUS on first touch. posix_fallocate turns that into ENOSPC now.
   if (int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
     ::close(fd);
-    if (err == ENOSPC || err == EFBIG) return Status::Unavailable(ShmFullHint(bytes));
+    if (err == ENOSPC || err == EFBIG) return Status::Unavailable(ShmFullHint(bytes, shrink));
     return Status::FromErrno(err, StrCat("posix_fallocate(", name, ")"));
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -86,7 +85,7 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, std::size_t bytes
   return seg;
 }
 
-Result<ShmSegment> ShmSegment::Open(const std::string& name, std::size_t bytes) {
+Result<ShmSegment> ShmSegment::Open(const std::string& name, std::size_t bytes, std::string_view why_size) {
   int fd = ::shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0)
     return Status::FromErrno(errno, StrCat("shm_open(", name, ") of a peer's segment (do all ranks share /dev/shm? "
@@ -95,7 +94,8 @@ Result<ShmSegment> ShmSegment::Open(const std::string& name, std::size_t bytes) 
   if (::fstat(fd, &st) != 0 || static_cast<std::size_t>(st.st_size) != bytes) {
     ::close(fd);
     return Status::Mismatch(StrCat("shared-memory segment ", name, " has ", st.st_size, " bytes, expected ", bytes,
-                                   " (ranks run different commkit versions or COMMKIT_HOST_SLOT_BYTES values?)"));
+                                   " (ranks run different commkit versions", why_size.empty() ? "" : " or ", why_size,
+                                   why_size.empty() ? "" : " values", "?)"));
   }
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int err = errno;
@@ -134,4 +134,4 @@ std::string ShmDomain() {
 
 std::string PidNamespace() { return ReadLink("/proc/self/ns/pid"); }
 
-}  // namespace commkit::comm::host
+}  // namespace commkit::shm

@@ -1,15 +1,17 @@
-// POSIX shared-memory segments for the host backend: create (with the memory reserved up front, so a
-// full /dev/shm is an error here and not a SIGBUS later), open a peer's, unlink the name once every
-// rank has mapped it (nothing is left behind in /dev/shm when a rank dies afterwards).
+// POSIX shared-memory segments for ranks on one host (the host backend's transport, the mpi backend's
+// slots): create (with the memory reserved up front, so a full /dev/shm is an error here and not a
+// SIGBUS later), open a peer's, unlink the name once every rank has mapped it (nothing is left behind
+// in /dev/shm when a rank dies afterwards).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "commkit/common/status.h"
 
-namespace commkit::comm::host {
+namespace commkit::shm {
 
 class ShmSegment {
  public:
@@ -20,10 +22,13 @@ class ShmSegment {
   ShmSegment(const ShmSegment&) = delete;
   ShmSegment& operator=(const ShmSegment&) = delete;
 
-  // A new segment `name` ("/commkit.<token>.<rank>") of `bytes`, zero-filled and reserved.
-  static Result<ShmSegment> Create(const std::string& name, std::size_t bytes);
-  // Maps an existing segment; fails unless it is exactly `bytes` long.
-  static Result<ShmSegment> Open(const std::string& name, std::size_t bytes);
+  // A new segment `name` ("/commkit.<token>.<rank>") of `bytes`, zero-filled and reserved. When
+  // /dev/shm is too small the error says how to enlarge it, then `shrink` (how the caller's own
+  // setting makes the segment smaller), if given.
+  static Result<ShmSegment> Create(const std::string& name, std::size_t bytes, std::string_view shrink = {});
+  // Maps an existing segment; fails unless it is exactly `bytes` long (`why_size`: the setting that
+  // decides the size, named in that error).
+  static Result<ShmSegment> Open(const std::string& name, std::size_t bytes, std::string_view why_size = {});
 
   // Removes the name; the mapping stays valid. Idempotent.
   void Unlink();
@@ -47,4 +52,4 @@ std::string ShmDomain();
 // The pid namespace (ranks in the same one can check each other's liveness with kill(pid, 0)).
 std::string PidNamespace();
 
-}  // namespace commkit::comm::host
+}  // namespace commkit::shm
