@@ -15,11 +15,11 @@ namespace commkit {
 
 // The values index per-algorithm arrays (kCollectiveAlgorithms): add new ones at the end.
 enum class CollectiveAlgorithm : std::uint8_t {
-  // host backend, all-reduce and reduce within a host: every rank reduces every rank's input from
-  // the shared-memory slots (small messages).
+  // host and mpi backends, ranks on one host: every rank reduces every rank's input from the
+  // shared-memory slots (small messages).
   kFlat,
-  // host backend, all-reduce and reduce within a host: each rank reduces 1/p of every slot, then
-  // every rank gathers the reduced slices (large messages).
+  // host backend, all-reduce and reduce within a host: each rank reduces its 1/p slice from its input
+  // and the peers' slots, then every rank gathers the reduced slices (large messages).
   kSliced,
   // Reduce-scatter then all-gather around a ring: 2(p-1) steps, 2(p-1)/p of the data per rank.
   // All-reduce on gloo, mpi (point-to-point) and host across hosts; the algorithm layer's
