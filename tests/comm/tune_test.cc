@@ -167,8 +167,8 @@ TEST(TuneSpec, HostileInputIsRefusedWithoutCrashing) {
 
 TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   auto host = MustTable("host", {2, 2, 1}, Isolated());
-  EXPECT_EQ(host.Select(kAll, kHostMem, 2 << 10).algorithm, CollectiveAlgorithm::kFlat);
-  EXPECT_EQ(host.Select(kAll, kHostMem, (2 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
+  EXPECT_EQ(host.Select(kAll, kHostMem, 1 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(host.Select(kAll, kHostMem, (1 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(CollectiveKind::kReduce, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(kAll, kHostMem, 8).source, Source::kDefault);
   auto gloo2 = MustTable("gloo", {2, 2, 1}, Isolated());

@@ -53,12 +53,12 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
   if (backend == "host") {
     // Within a host: every rank reduces everything from the slots while that is cheaper than the
     // extra synchronisation of slicing. Since slicing stopped staging a rank's own slice it wins from
-    // 4 KiB on (2 ranks, interleaved runs on the 2-core machine; docs/host-backend.md).
-    constexpr std::size_t kFlat = std::size_t{2} << 10;
+    // 2 KiB on (2 ranks, interleaved runs on the 2-core machine; docs/host-backend.md).
+    constexpr std::size_t kFlat = std::size_t{1} << 10;
     for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce}) {
       if (c == CollectiveKind::kAllreduce && shape.nodes > 1) continue;
-      out.push_back(Make(backend, c, 0, kFlat + 1, A::kFlat, "built-in: flat up to 2 KiB (docs/host-backend.md)"));
-      out.push_back(Make(backend, c, kFlat + 1, kNoLimit, A::kSliced, "built-in: sliced above 2 KiB"));
+      out.push_back(Make(backend, c, 0, kFlat + 1, A::kFlat, "built-in: flat up to 1 KiB (docs/host-backend.md)"));
+      out.push_back(Make(backend, c, kFlat + 1, kNoLimit, A::kSliced, "built-in: sliced above 1 KiB"));
     }
     if (shape.nodes > 1)
       out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kNoLimit, A::kRing,
