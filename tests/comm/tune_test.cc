@@ -170,6 +170,12 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   EXPECT_EQ(host.Select(kAll, kHostMem, 1 << 10).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(host.Select(kAll, kHostMem, (1 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(CollectiveKind::kReduce, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kSliced);
+  // More ranks than cores: every synchronisation sleeps, so flat reaches further.
+  auto crowded = MustTable("host", {4, 4, 1, 2}, Isolated());
+  EXPECT_EQ(crowded.Select(kAll, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(crowded.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
+  auto roomy = MustTable("host", {4, 4, 1, 4}, Isolated());
+  EXPECT_EQ(roomy.Select(kAll, kHostMem, 2 << 10).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(kAll, kHostMem, 8).source, Source::kDefault);
   auto gloo2 = MustTable("gloo", {2, 2, 1}, Isolated());
   EXPECT_EQ(gloo2.Select(kAll, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kHalvingDoubling);

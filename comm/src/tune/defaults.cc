@@ -53,12 +53,18 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
   if (backend == "host") {
     // Within a host: every rank reduces everything from the slots while that is cheaper than the
     // extra synchronisation of slicing. Since slicing stopped staging a rank's own slice it wins from
-    // 2 KiB on (2 ranks, interleaved runs on the 2-core machine; docs/host-backend.md).
-    constexpr std::size_t kFlat = std::size_t{1} << 10;
+    // 2 KiB on with a core per rank (2 ranks, interleaved runs on the 2-core machine). With more ranks
+    // than cores every synchronisation is a sleep and a wake-up, and flat wins up to 64 KiB (4 ranks
+    // on 2 cores; docs/host-backend.md).
+    const bool oversubscribed = shape.cores_per_node > 0 && shape.ranks_per_node > shape.cores_per_node;
+    const std::size_t flat = oversubscribed ? std::size_t{64} << 10 : std::size_t{1} << 10;
+    const std::string why = StrCat("built-in: flat up to ", oversubscribed ? "64 KiB with more ranks than cores" : "1 KiB",
+                                   " (docs/host-backend.md)");
     for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce}) {
       if (c == CollectiveKind::kAllreduce && shape.nodes > 1) continue;
-      out.push_back(Make(backend, c, 0, kFlat + 1, A::kFlat, "built-in: flat up to 1 KiB (docs/host-backend.md)"));
-      out.push_back(Make(backend, c, kFlat + 1, kNoLimit, A::kSliced, "built-in: sliced above 1 KiB"));
+      out.push_back(Make(backend, c, 0, flat + 1, A::kFlat, why));
+      out.push_back(Make(backend, c, flat + 1, kNoLimit, A::kSliced,
+                         oversubscribed ? "built-in: sliced above 64 KiB" : "built-in: sliced above 1 KiB"));
     }
     if (shape.nodes > 1)
       out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kNoLimit, A::kRing,

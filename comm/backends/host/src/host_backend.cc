@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <thread>
 
 #include "commkit/comm/algorithms/algorithms.h"
 #include "commkit/comm/prefix_store.h"
@@ -537,7 +538,9 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   std::size_t most = 0;
   for (const auto& h : hosts) most = std::max(most, h.size());
   auto table = tune::Table::ForBackend(
-      "host", context, {context.size, static_cast<int>(most), static_cast<int>(hosts.size())});
+      "host", context,
+      {context.size, static_cast<int>(most), static_cast<int>(hosts.size()),
+       static_cast<int>(std::thread::hardware_concurrency())});
   if (!table.ok()) return table.status().WithContext(who);
   if (hosts.size() == 1) {
     COMMKIT_ASSIGN_OR_RETURN(auto transport, Transport::Connect(context, options));

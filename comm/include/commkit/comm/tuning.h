@@ -53,6 +53,7 @@ struct GroupShape {
   int ranks = 1;
   int ranks_per_node = 1;  // the most ranks on any node
   int nodes = 1;
+  int cores_per_node = 0;  // hardware threads of a node (0: unknown); more ranks than that wait by sleeping
 };
 
 inline constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
