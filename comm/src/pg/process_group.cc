@@ -16,6 +16,7 @@
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "completed_work.h"
 #include "executor.h"
 #include "health.h"
 #include "mismatch.h"
@@ -90,12 +91,12 @@ class ProcessGroup::Impl {
       args.sequence = seq;
       args.fingerprint = FingerprintHash(args);
       args.check_fingerprint = check_on_completion_ && !p2p;
-      flight_->Scheduled(args);
       // Small collectives with nothing ahead of them run on the caller's thread: the hand-off to the
       // worker (two context switches) would cost more than the operation. Larger ones stay
       // asynchronous so callers overlap them with computation. Order is kept: nothing is queued or
       // running, and anything submitted meanwhile waits for `busy_`.
       if (p2p && backend_->ConcurrentPointToPoint()) {
+        flight_->Scheduled(args);
         state = std::make_shared<WorkState>();
         // Sends and receives progress on their own threads, in order per direction, independently of
         // the collectives and of each other: both peers may send first.
@@ -133,16 +134,17 @@ class ProcessGroup::Impl {
         busy_ = true;
         run_here = true;
       } else {
+        flight_->Scheduled(args);
         state = std::make_shared<WorkState>();
         queue_.push_back([this, args, state] { Execute(args, *state); });
       }
     }
     if (run_here) {
-      // Done when it returns: a completed Work, without the shared state a worker would signal.
-      const auto start = Clock::now();
-      std::unique_ptr<Work> then;
-      Status s = Enter(args, &then);
-      const auto duration = Clock::now() - start;
+      // Done when it returns: a completed Work, without the shared state a worker would signal, timed
+      // by the flight recorder's clock reads (no clock read of its own).
+      std::unique_ptr<Work> then, done;
+      std::int64_t ticks = 0;
+      Status s = Enter(args, /*begin=*/true, &then, &done, &ticks);
       bool queued;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -151,6 +153,9 @@ class ProcessGroup::Impl {
       }
       if (queued) cv_.notify_all();
       if (then) return then;
+      const std::chrono::nanoseconds duration(FlightRecorder::TicksToNanos(ticks));
+      // The backend's own completed Work, re-stamped, when it is one: no second allocation.
+      if (auto reused = ReuseCompletedWork(done, seq, duration)) return reused;
       return CompletedWork(std::move(s), seq, duration);
     }
     cv_.notify_all();
@@ -171,7 +176,7 @@ class ProcessGroup::Impl {
       state.start = Clock::now();
     }
     std::unique_ptr<Work> then;
-    Status s = Enter(args, &then);
+    Status s = Enter(args, /*begin=*/false, &then, nullptr, nullptr);
     {
       std::lock_guard<std::mutex> lock(state.mu);
       state.status = s;
@@ -183,17 +188,22 @@ class ProcessGroup::Impl {
   }
 
   // Runs one operation on this thread (a worker's or an inline caller's); collectives first record
-  // that this rank entered them, for the progress heartbeat. `then` receives the Work of the part
-  // that completes later, when there is one (a collective whose fingerprint the backend checks).
-  Status Enter(const CollectiveArgs& args, std::unique_ptr<Work>* then) {
+  // that this rank entered them, for the progress heartbeat. `begin`: the operation was not recorded
+  // as scheduled (it runs right where it was submitted). `then` receives the Work of the part that
+  // completes later, when there is one (a collective whose fingerprint the backend checks); `done`,
+  // when given, the backend's completed Work of a successful operation otherwise; `ticks`, when
+  // given, the operation's duration in flight recorder ticks.
+  Status Enter(const CollectiveArgs& args, bool begin, std::unique_ptr<Work>* then, std::unique_ptr<Work>* done,
+               std::int64_t* ticks) {
     if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) health_.Entered(args.sequence);
-    const std::int64_t flight_start = flight_->Started(args);
-    Status s = RunChecked(args, then);
-    flight_->Finished(args, flight_start, s);
+    const std::int64_t flight_start = begin ? flight_->Begin(args) : flight_->Started(args);
+    Status s = RunChecked(args, then, done);
+    const std::int64_t flight_end = flight_->Finished(args, flight_start, s);
+    if (ticks != nullptr) *ticks = flight_end - flight_start;
     return s;
   }
 
-  Status RunChecked(const CollectiveArgs& args, std::unique_ptr<Work>* then) {
+  Status RunChecked(const CollectiveArgs& args, std::unique_ptr<Work>* then, std::unique_ptr<Work>* done) {
     // After a failure that broke the group, everything queued behind it fails at once with that first
     // error: no backend call, no diagnosis (a survivor exits right after reporting the failure).
     if (failed_flag_.load(std::memory_order_acquire)) return Unusable(args);
@@ -214,6 +224,8 @@ class ProcessGroup::Impl {
       *then = mismatch_.Deferred(args, std::move(*work));
     } else if (s.ok() && args.memory == MemoryKind::kDevice) {
       *then = std::move(*work);
+    } else if (s.ok() && done != nullptr) {
+      *done = std::move(*work);
     }
     if (s.ok()) return s;
     if (backend_checks && !p2p && s.code() == StatusCode::kMismatch) return mismatch_.Report(args);

@@ -120,32 +120,38 @@ std::string Describe(const CollectiveArgs& a) {
 }
 
 std::uint64_t FingerprintHash(const CollectiveArgs& a) {
-  // FNV-1a over what must agree across ranks (the fields Describe() prints), without building text:
-  // this runs on every call. alltoallv's counts legitimately differ per rank; a barrier has no fields.
-  std::uint64_t h = 1469598103934665603ull;
+  // A word-at-a-time multiply/xor-shift mix over what must agree across ranks (the fields Describe()
+  // prints), without building text: this runs on every call. Each step is a bijection of the state
+  // for a given input word, so two calls that differ in one field never collide before the final
+  // shift. alltoallv's counts legitimately differ per rank; a barrier has no fields.
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
   auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+    h = (h ^ v) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
   };
-  mix(static_cast<std::uint64_t>(a.kind));
-  mix(a.sequence);
+  mix(static_cast<std::uint64_t>(a.kind) | a.sequence << 8);
   if (a.kind != CollectiveKind::kBarrier) {
-    mix(static_cast<std::uint64_t>(a.dtype));
+    std::uint64_t shape = static_cast<std::uint64_t>(a.dtype);
     if (IsReduction(a.kind)) {
-      mix(static_cast<std::uint64_t>(a.op.kind));
+      shape |= static_cast<std::uint64_t>(a.op.kind) << 8;
       std::uint64_t bits;
       std::memcpy(&bits, &a.op.scalar, sizeof bits);
       mix(bits);
     }
+    if (a.kind == CollectiveKind::kBroadcast || a.kind == CollectiveKind::kReduce || a.kind == CollectiveKind::kGather ||
+        a.kind == CollectiveKind::kScatter)
+      shape |= static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) << 16;
+    mix(shape);
     if (a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV) {
       mix(a.counts.size());
       for (std::size_t c : a.counts) mix(c);
     } else if (a.kind != CollectiveKind::kAlltoallv) {
       mix(a.count);
     }
-    if (a.kind == CollectiveKind::kBroadcast || a.kind == CollectiveKind::kReduce || a.kind == CollectiveKind::kGather ||
-        a.kind == CollectiveKind::kScatter)
-      mix(static_cast<std::uint64_t>(a.root));
   }
+  h ^= h >> 29;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 32;
   return h >> 1;  // keep it positive so -h is representable
 }
 
