@@ -18,6 +18,7 @@
 #include "commkit/common/strings.h"
 #include "completed_work.h"
 #include "executor.h"
+#include "flight_clock.h"
 #include "health.h"
 #include "mismatch.h"
 #include "validate.h"
@@ -69,7 +70,8 @@ class ProcessGroup::Impl {
 
   std::string Who() const { return StrCat(options_.name, " (rank ", rank_, "/", size_, ")"); }
 
-  Result<std::unique_ptr<Work>> Submit(CollectiveArgs args, const OpOptions& opts) {
+  // `args` is the caller's temporary: filled in here, not copied (the hot path).
+  Result<std::unique_ptr<Work>> Submit(CollectiveArgs&& args, const OpOptions& opts) {
     args.memory = opts.memory.value_or(options_.memory);
     args.stream = opts.stream;
     args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
@@ -153,7 +155,7 @@ class ProcessGroup::Impl {
       }
       if (queued) cv_.notify_all();
       if (then) return then;
-      const std::chrono::nanoseconds duration(FlightRecorder::TicksToNanos(ticks));
+      const std::chrono::nanoseconds duration(flight_clock::TicksToNanos(ticks));
       // The backend's own completed Work, re-stamped, when it is one: no second allocation.
       if (auto reused = ReuseCompletedWork(done, seq, duration)) return reused;
       return CompletedWork(std::move(s), seq, duration);

@@ -17,11 +17,12 @@ Status Bad(const CollectiveArgs& a, std::string_view what) {
   return Status::InvalidArgument(StrCat(ToString(a.kind), ": ", what));
 }
 
-// count * factor * sizeof(dtype) must not overflow.
+// count * factor * sizeof(dtype) must not overflow (nor exceed kMaxBytes). Checked multiplications,
+// not divisions: this runs on every call, and a 64-bit division costs tens of cycles.
 bool Fits(std::size_t count, std::size_t factor, DataType dtype) {
-  if (factor != 0 && count > kMaxBytes / factor) return false;
-  std::size_t elems = count * factor;
-  return elems <= kMaxBytes / SizeOf(dtype);
+  std::size_t elems = 0, bytes = 0;
+  return !__builtin_mul_overflow(count, factor, &elems) && !__builtin_mul_overflow(elems, SizeOf(dtype), &bytes) &&
+         bytes <= kMaxBytes;
 }
 
 std::size_t Sum(const std::vector<std::size_t>& v) { return std::accumulate(v.begin(), v.end(), std::size_t{0}); }
