@@ -70,28 +70,40 @@ class ProcessGroup::Impl {
 
   std::string Who() const { return StrCat(options_.name, " (rank ", rank_, "/", size_, ")"); }
 
-  // `args` is the caller's temporary: filled in here, not copied (the hot path).
-  Result<std::unique_ptr<Work>> Submit(CollectiveArgs&& args, const OpOptions& opts) {
-    args.memory = opts.memory.value_or(options_.memory);
-    args.stream = opts.stream;
-    args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
-    // (Who() formats a string: only on the error path.)
+  // InvalidArgument or NotSupported before any communication. (Who() formats a string: only on the
+  // error path.)
+  Status CheckArgs(const CollectiveArgs& args) const {
     if (Status invalid = ValidateArgs(args, rank_, size_); !invalid.ok()) return invalid.WithContext(Who());
     if (!backend_->Supports(args.kind, args.dtype, args.memory, args.op.kind))
       return Status::NotSupported(StrCat(Who(), ": backend ", backend_->Name(), " does not support ", ToString(args.kind),
                                          " of ", ToString(args.dtype), IsReduction(args.kind) ? StrCat(" with ", args.op.ToString()) : "",
                                          " on ", ToString(args.memory), " memory"));
+    return Status::Ok();
+  }
+
+  // `args` is the caller's temporary: filled in here, not copied (the hot path).
+  Result<std::unique_ptr<Work>> Submit(CollectiveArgs&& args, const OpOptions& opts) {
+    args.memory = opts.memory.value_or(options_.memory);
+    args.stream = opts.stream;
+    args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
     std::shared_ptr<WorkState> state;
     std::uint64_t seq;
     bool run_here = false;
     const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // The same shape as the last valid call (a training loop's usual case) was validated already.
+      std::uint64_t shape_hash;
+      if (!shapes_.Lookup(args, &shape_hash)) {
+        COMMKIT_RETURN_IF_ERROR(CheckArgs(args));
+        shape_hash = ShapeHash(args);
+        shapes_.Store(args, shape_hash);
+      }
       // Collectives are numbered in one sequence that every rank shares; point-to-point operations,
       // which only two ranks see, in their own.
       seq = p2p ? ++next_p2p_seq_ : ++next_seq_;
       args.sequence = seq;
-      args.fingerprint = FingerprintHash(args);
+      args.fingerprint = FingerprintOf(shape_hash, seq);
       args.check_fingerprint = check_on_completion_ && !p2p;
       // Small collectives with nothing ahead of them run on the caller's thread: the hand-off to the
       // worker (two context switches) would cost more than the operation. Larger ones stay
@@ -131,14 +143,15 @@ class ProcessGroup::Impl {
       if (send_exec_) send_exec_->Nudge();
       if (recv_exec_) recv_exec_->Nudge();
       // Device work (NCCL) only enqueues on a stream, whatever its size: always inline.
-      if (!p2p && queue_.empty() && !busy_ &&
+      if (!p2p && queue_.empty() && !busy_.load(std::memory_order_acquire) &&
           (PayloadBytes(args) <= inline_bytes_ || args.memory == MemoryKind::kDevice)) {
-        busy_ = true;
+        busy_.store(true, std::memory_order_relaxed);
         run_here = true;
       } else {
         flight_->Scheduled(args);
         state = std::make_shared<WorkState>();
         queue_.push_back([this, args, state] { Execute(args, *state); });
+        queued_.fetch_add(1);
       }
     }
     if (run_here) {
@@ -147,13 +160,15 @@ class ProcessGroup::Impl {
       std::unique_ptr<Work> then, done;
       std::int64_t ticks = 0;
       Status s = Enter(args, /*begin=*/true, &then, &done, &ticks);
-      bool queued;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        busy_ = false;
-        queued = !queue_.empty();
+      // Released without the lock (the hot path takes it once). Both are sequentially consistent, as
+      // is queued_'s increment under the lock: either this thread sees what was queued meanwhile and
+      // wakes the worker, or the submitter that queued it saw busy_ false (its predicate, checked under
+      // the lock, is then true) and woke the worker itself.
+      busy_.store(false);
+      if (queued_.load() > 0) {
+        { std::lock_guard<std::mutex> lock(mu_); }
+        cv_.notify_all();
       }
-      if (queued) cv_.notify_all();
       if (then) return then;
       const std::chrono::nanoseconds duration(flight_clock::TicksToNanos(ticks));
       // The backend's own completed Work, re-stamped, when it is one: no second allocation.
@@ -265,6 +280,7 @@ class ProcessGroup::Impl {
         if (queue_.empty()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
+        queued_.fetch_sub(1);
         busy_ = true;
       }
       task();
@@ -284,7 +300,11 @@ class ProcessGroup::Impl {
   std::condition_variable cv_;          // the worker: work queued, or `busy_` released
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
-  bool busy_ = false;  // an operation is running (on the worker or inline on a caller's thread)
+  // An operation is running (on the worker or inline on a caller's thread). Set under mu_; an inline
+  // caller clears it without (see Submit).
+  std::atomic<bool> busy_{false};
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without mu_
+  ShapeCache shapes_;  // guarded by mu_
   std::size_t inline_bytes_ = 256 << 10;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_p2p_seq_ = 0;

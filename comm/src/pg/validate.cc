@@ -120,40 +120,65 @@ std::string Describe(const CollectiveArgs& a) {
   return out;
 }
 
-std::uint64_t FingerprintHash(const CollectiveArgs& a) {
+std::uint64_t ShapeHash(const CollectiveArgs& a) {
   // A word-at-a-time multiply/xor-shift mix over what must agree across ranks (the fields Describe()
-  // prints), without building text: this runs on every call. Each step is a bijection of the state
-  // for a given input word, so two calls that differ in one field never collide before the final
-  // shift. alltoallv's counts legitimately differ per rank; a barrier has no fields.
+  // prints), without building text. Each step is a bijection of the state for a given input word,
+  // so two calls that differ in one field never collide. alltoallv's counts legitimately differ per
+  // rank; a barrier has no fields.
   std::uint64_t h = 0x9e3779b97f4a7c15ull;
   auto mix = [&h](std::uint64_t v) {
     h = (h ^ v) * 0xff51afd7ed558ccdull;
     h ^= h >> 32;
   };
-  mix(static_cast<std::uint64_t>(a.kind) | a.sequence << 8);
+  std::uint64_t shape = static_cast<std::uint64_t>(a.kind);
   if (a.kind != CollectiveKind::kBarrier) {
-    std::uint64_t shape = static_cast<std::uint64_t>(a.dtype);
+    shape |= static_cast<std::uint64_t>(a.dtype) << 8;
     if (IsReduction(a.kind)) {
-      shape |= static_cast<std::uint64_t>(a.op.kind) << 8;
+      shape |= static_cast<std::uint64_t>(a.op.kind) << 16;
       std::uint64_t bits;
       std::memcpy(&bits, &a.op.scalar, sizeof bits);
       mix(bits);
     }
     if (a.kind == CollectiveKind::kBroadcast || a.kind == CollectiveKind::kReduce || a.kind == CollectiveKind::kGather ||
         a.kind == CollectiveKind::kScatter)
-      shape |= static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) << 16;
-    mix(shape);
-    if (a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV) {
-      mix(a.counts.size());
-      for (std::size_t c : a.counts) mix(c);
-    } else if (a.kind != CollectiveKind::kAlltoallv) {
-      mix(a.count);
-    }
+      shape |= static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) << 24;
   }
-  h ^= h >> 29;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 32;
-  return h >> 1;  // keep it positive so -h is representable
+  mix(shape);
+  if (a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV) {
+    mix(a.counts.size());
+    for (std::size_t c : a.counts) mix(c);
+  } else if (a.kind != CollectiveKind::kAlltoallv && a.kind != CollectiveKind::kBarrier) {
+    mix(a.count);
+  }
+  return h;
+}
+
+ShapeCache::Key ShapeCache::Key::Of(const CollectiveArgs& a) {
+  Key k{};
+  k.kind = a.kind;
+  k.dtype = a.dtype;
+  k.memory = a.memory;
+  k.op = a.op.kind;
+  k.buffers = static_cast<std::uint8_t>((a.send == nullptr ? 1 : 0) | (a.recv == nullptr ? 2 : 0) |
+                                        (a.send == a.recv ? 4 : 0));
+  k.root = a.root;
+  k.peer = a.peer;
+  k.tag = a.tag;
+  std::memcpy(&k.scalar_bits, &a.op.scalar, sizeof k.scalar_bits);
+  k.count = a.count;
+  return k;
+}
+
+void ShapeCache::Store(const CollectiveArgs& a, std::uint64_t shape_hash) {
+  // Validation of the v-collectives reads their count vectors, which the key does not hold.
+  if (!a.counts.empty() || !a.recv_counts.empty() || a.kind == CollectiveKind::kAllgatherv ||
+      a.kind == CollectiveKind::kReduceScatterV || a.kind == CollectiveKind::kAlltoallv) {
+    valid_ = false;
+    return;
+  }
+  key_ = Key::Of(a);
+  hash_ = shape_hash;
+  valid_ = true;
 }
 
 }  // namespace commkit
