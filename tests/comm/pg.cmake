@@ -51,6 +51,15 @@ if(COMMKIT_HAVE_GLOO)
     TIMEOUT 120)
 endif()
 
+# The call-shape cache of the hot path: cache hits and misses, fingerprints, and through host and gloo
+# groups, changed arguments and mismatches after agreeing steps.
+commkit_add_test(comm_pg_shape_cache_test
+  SOURCES pg_shape_cache_test.cc
+  LIBS commkit::comm
+  LABELS unit
+  TIMEOUT 120
+  ENVIRONMENT "COMMKIT_FLIGHT_RECORDER_DUMP_ON_FAILURE=0")
+
 # Fingerprints checked by the backend on its own communicator, verdict at completion (NCCL's path),
 # on CPU with a device-like backend over the host backend; store operations counted.
 commkit_add_test(comm_pg_deferred_fingerprint_test

@@ -160,10 +160,10 @@ class ProcessGroup::Impl {
       std::unique_ptr<Work> then, done;
       std::int64_t ticks = 0;
       Status s = Enter(args, /*begin=*/true, &then, &done, &ticks);
-      // Released without the lock (the hot path takes it once). Both are sequentially consistent, as
-      // is queued_'s increment under the lock: either this thread sees what was queued meanwhile and
-      // wakes the worker, or the submitter that queued it saw busy_ false (its predicate, checked under
-      // the lock, is then true) and woke the worker itself.
+      // Released without the lock (the hot path takes it once). The store and the load are
+      // sequentially consistent, as is queued_'s increment: either this thread sees what was queued
+      // meanwhile and wakes the worker, or the increment came later, and the worker, woken by the
+      // submitter that queued, reads busy_ false under the lock.
       busy_.store(false);
       if (queued_.load() > 0) {
         { std::lock_guard<std::mutex> lock(mu_); }
