@@ -153,22 +153,6 @@ std::uint64_t ShapeHash(const CollectiveArgs& a) {
   return h;
 }
 
-ShapeCache::Key ShapeCache::Key::Of(const CollectiveArgs& a) {
-  Key k{};
-  k.kind = a.kind;
-  k.dtype = a.dtype;
-  k.memory = a.memory;
-  k.op = a.op.kind;
-  k.buffers = static_cast<std::uint8_t>((a.send == nullptr ? 1 : 0) | (a.recv == nullptr ? 2 : 0) |
-                                        (a.send == a.recv ? 4 : 0));
-  k.root = a.root;
-  k.peer = a.peer;
-  k.tag = a.tag;
-  std::memcpy(&k.scalar_bits, &a.op.scalar, sizeof k.scalar_bits);
-  k.count = a.count;
-  return k;
-}
-
 void ShapeCache::Store(const CollectiveArgs& a, std::uint64_t shape_hash) {
   // Validation of the v-collectives reads their count vectors, which the key does not hold.
   if (!a.counts.empty() || !a.recv_counts.empty() || a.kind == CollectiveKind::kAllgatherv ||

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "commkit/comm/backend.h"
@@ -54,7 +55,21 @@ class ShapeCache {
     int root, peer, tag;
     std::uint64_t scalar_bits;
     std::size_t count;
-    static Key Of(const CollectiveArgs& args);
+    static Key Of(const CollectiveArgs& a) {
+      Key k{};
+      k.kind = a.kind;
+      k.dtype = a.dtype;
+      k.memory = a.memory;
+      k.op = a.op.kind;
+      k.buffers = static_cast<std::uint8_t>((a.send == nullptr ? 1 : 0) | (a.recv == nullptr ? 2 : 0) |
+                                            (a.send == a.recv ? 4 : 0));
+      k.root = a.root;
+      k.peer = a.peer;
+      k.tag = a.tag;
+      std::memcpy(&k.scalar_bits, &a.op.scalar, sizeof k.scalar_bits);
+      k.count = a.count;
+      return k;
+    }
     bool operator==(const Key&) const = default;
   };
   Key key_{};
