@@ -5,8 +5,9 @@
 // operation. Every backend runs through ProcessGroup, so gloo, mpi, host and nccl are all covered.
 //
 // Cost: the ring is written with relaxed atomic stores (no lock): one slot of one cache line per
-// operation at submit, two more stores at start and at completion (docs/flight-recorder.md has the
-// measurement).
+// operation at submit, two more stores at start and at completion; an operation that runs on the
+// submitting thread writes its slot once, at start (Begin). Two clock reads per operation, which
+// also time it for the metrics and the Work (docs/flight-recorder.md has the measurement).
 //
 // Environment (read when a group is created; invalid values fail ProcessGroup::Create):
 //   COMMKIT_FLIGHT_RECORDER_ENTRIES  ring size per group (default 2048; 0 disables the recorder)
