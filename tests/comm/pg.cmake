@@ -51,10 +51,11 @@ if(COMMKIT_HAVE_GLOO)
     TIMEOUT 120)
 endif()
 
-# The call-shape cache of the hot path: cache hits and misses, fingerprints, and through host and gloo
-# groups, changed arguments and mismatches after agreeing steps.
-commkit_add_test(comm_pg_shape_cache_test
-  SOURCES pg_shape_cache_test.cc
+# ProcessGroup's per-call fast path: the call-shape cache (hits and misses, fingerprints, and through
+# host and gloo groups, changed arguments and mismatches after agreeing steps), and several threads
+# submitting to one group (inline runs and the worker taking turns).
+commkit_add_test(comm_pg_fast_path_test
+  SOURCES pg_fast_path_test.cc
   LIBS commkit::comm
   LABELS unit
   TIMEOUT 120

@@ -1,11 +1,15 @@
-// The call-shape cache of ProcessGroup's hot path (comm/src/pg/validate.h): a call of the same shape
-// as the last valid one skips validation, and its fingerprint is the cached shape hash mixed with the
-// sequence number. What must hold: any change of a field validation or the cross-rank comparison
-// depends on misses the cache; fingerprints differ across sequence numbers and across shapes; and
-// through a real group, repeated calls still fail on changed arguments and still detect mismatches.
+// ProcessGroup's per-call fast path. The call-shape cache (comm/src/pg/validate.h): a call of the same
+// shape as the last valid one skips validation, and its fingerprint is the cached shape hash mixed
+// with the sequence number. What must hold: any change of a field validation or the cross-rank
+// comparison depends on misses the cache; fingerprints differ across sequence numbers and across
+// shapes; and through a real group, repeated calls still fail on changed arguments and still detect
+// mismatches. And the inline path's lock-free release of the group: threads submitting to one group
+// at once (some calls run inline, the others queue for the worker) all complete, none waits forever.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "../../comm/src/pg/validate.h"
@@ -213,6 +217,34 @@ TEST(ShapeCache, AChangeAfterAgreeingStepsIsAMismatchOnTheHostBackend) { ExpectM
 // gloo: ProcessGroup's own check (a MAX all-reduce of the fingerprints before the collective).
 TEST(ShapeCache, AChangeAfterAgreeingStepsIsAMismatchOnGloo) { ExpectMismatchAfterAgreement("gloo"); }
 #endif
+
+// Same-shape collectives from several threads of each rank: the ranks may pair different threads'
+// calls (the shapes and inputs agree, so the results do too), and on each rank the calls that find
+// the group busy queue for the worker, which the inline caller must wake when it releases the group.
+TEST(FastPath, ThreadsSubmittingToOneGroupAllComplete) {
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 150;
+  RunRanks("host", 2, [](ProcessGroup& pg) {
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        std::vector<float> buf(16);
+        for (int i = 0; i < kCalls && failures.load() == 0; ++i) {
+          std::fill(buf.begin(), buf.end(), 1.0f);
+          auto w = pg.Allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s});
+          Status s = w.ok() ? (*w)->Wait(30s) : w.status();
+          if (!s.ok() || buf[0] != 2.0f || buf[15] != 2.0f) {
+            ADD_FAILURE() << "rank " << pg.rank() << " call " << i << ": " << s.ToString() << " result " << buf[0];
+            failures.fetch_add(1);
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(failures.load(), 0);
+  });
+}
 
 }  // namespace
 }  // namespace commkit::testing
