@@ -51,6 +51,16 @@ if(COMMKIT_HAVE_GLOO)
     TIMEOUT 120)
 endif()
 
+# ProcessGroup's per-call fast path: the call-shape cache (hits and misses, fingerprints, and through
+# host and gloo groups, changed arguments and mismatches after agreeing steps), and several threads
+# submitting to one group (inline runs and the worker taking turns).
+commkit_add_test(comm_pg_fast_path_test
+  SOURCES pg_fast_path_test.cc
+  LIBS commkit::comm
+  LABELS unit
+  TIMEOUT 120
+  ENVIRONMENT "COMMKIT_FLIGHT_RECORDER_DUMP_ON_FAILURE=0")
+
 # Fingerprints checked by the backend on its own communicator, verdict at completion (NCCL's path),
 # on CPU with a device-like backend over the host backend; store operations counted.
 commkit_add_test(comm_pg_deferred_fingerprint_test

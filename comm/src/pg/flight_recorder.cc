@@ -242,8 +242,7 @@ FlightRecorder::Slot* FlightRecorder::SlotFor(bool p2p, std::uint64_t seq) const
   return &(p2p ? p2p_ : collectives_)[seq % capacity_];
 }
 
-void FlightRecorder::Scheduled(const CollectiveArgs& a) {
-  if (capacity_ == 0) return;
+void FlightRecorder::Write(const CollectiveArgs& a, FlightState state, std::int64_t now) {
   Slot& s = *SlotFor(IsP2p(a.kind), a.sequence);
   const std::uint64_t seq = a.sequence << kSeqShift;
   // A seqlock: state 0 marks the slot as being written; readers retry or skip it.
@@ -258,11 +257,25 @@ void FlightRecorder::Scheduled(const CollectiveArgs& a) {
                    std::memory_order_relaxed);
   s.count.store(Elements(a), std::memory_order_relaxed);
   s.fingerprint.store(a.fingerprint, std::memory_order_relaxed);
-  s.enqueued_ns.store(flight_clock::Now(), std::memory_order_relaxed);
-  s.started_ns.store(0, std::memory_order_relaxed);
+  s.enqueued_ns.store(now, std::memory_order_relaxed);
+  s.started_ns.store(state == FlightState::kStarted ? now : 0, std::memory_order_relaxed);
   s.ended_ns.store(0, std::memory_order_relaxed);
-  s.word.store(seq | static_cast<std::uint64_t>(FlightState::kScheduled), std::memory_order_release);
+  s.word.store(seq | static_cast<std::uint64_t>(state), std::memory_order_release);
 }
+
+void FlightRecorder::Scheduled(const CollectiveArgs& a) {
+  if (capacity_ == 0) return;
+  Write(a, FlightState::kScheduled, flight_clock::Now());
+}
+
+std::int64_t FlightRecorder::Begin(const CollectiveArgs& a) {
+  const std::int64_t now = flight_clock::Now();
+  metrics_->Started(a.kind);
+  if (capacity_ > 0) Write(a, FlightState::kStarted, now);
+  return now;
+}
+
+std::int64_t FlightRecorder::TicksToNanos(std::int64_t ticks) { return flight_clock::TicksToNanos(ticks); }
 
 std::int64_t FlightRecorder::Started(const CollectiveArgs& a) {
   const std::int64_t now = flight_clock::Now();
@@ -277,7 +290,7 @@ std::int64_t FlightRecorder::Started(const CollectiveArgs& a) {
   return now;
 }
 
-void FlightRecorder::Finished(const CollectiveArgs& a, std::int64_t started, const Status& status) {
+std::int64_t FlightRecorder::Finished(const CollectiveArgs& a, std::int64_t started, const Status& status) {
   const std::int64_t now = flight_clock::Now();
   const bool ok = status.ok();
   metrics_->Finished(a.kind, Elements(a) * SizeOf(a.dtype), flight_clock::TicksToNanos(now - started), ok, now);
@@ -292,6 +305,7 @@ void FlightRecorder::Finished(const CollectiveArgs& a, std::int64_t started, con
     }
   }
   if (!ok) DumpOnFailure(a, status);
+  return now;
 }
 
 void FlightRecorder::DumpOnFailure(const CollectiveArgs& a, const Status& status) {

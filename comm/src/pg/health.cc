@@ -287,7 +287,9 @@ void Health::Stop() {
   }
 }
 
-void Health::Entered(std::uint64_t seq) { shared_->entered.store(seq); }
+// Relaxed: the heartbeat thread only needs to see the value eventually (it looks every 100 ms), and
+// a sequentially consistent store is a locked instruction on every collective.
+void Health::Entered(std::uint64_t seq) { shared_->entered.store(seq, std::memory_order_relaxed); }
 
 std::optional<RankProgress> Health::Identity(std::size_t peer_index) const {
   std::lock_guard<std::mutex> lock(shared_->id_mu);

@@ -16,7 +16,9 @@
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "completed_work.h"
 #include "executor.h"
+#include "flight_clock.h"
 #include "health.h"
 #include "mismatch.h"
 #include "validate.h"
@@ -68,34 +70,47 @@ class ProcessGroup::Impl {
 
   std::string Who() const { return StrCat(options_.name, " (rank ", rank_, "/", size_, ")"); }
 
-  Result<std::unique_ptr<Work>> Submit(CollectiveArgs args, const OpOptions& opts) {
-    args.memory = opts.memory.value_or(options_.memory);
-    args.stream = opts.stream;
-    args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
-    // (Who() formats a string: only on the error path.)
+  // InvalidArgument or NotSupported before any communication. (Who() formats a string: only on the
+  // error path.)
+  Status CheckArgs(const CollectiveArgs& args) const {
     if (Status invalid = ValidateArgs(args, rank_, size_); !invalid.ok()) return invalid.WithContext(Who());
     if (!backend_->Supports(args.kind, args.dtype, args.memory, args.op.kind))
       return Status::NotSupported(StrCat(Who(), ": backend ", backend_->Name(), " does not support ", ToString(args.kind),
                                          " of ", ToString(args.dtype), IsReduction(args.kind) ? StrCat(" with ", args.op.ToString()) : "",
                                          " on ", ToString(args.memory), " memory"));
+    return Status::Ok();
+  }
+
+  // `args` is the caller's temporary: filled in here, not copied (the hot path).
+  Result<std::unique_ptr<Work>> Submit(CollectiveArgs&& args, const OpOptions& opts) {
+    args.memory = opts.memory.value_or(options_.memory);
+    args.stream = opts.stream;
+    args.timeout = opts.timeout.count() > 0 ? opts.timeout : options_.timeout;
     std::shared_ptr<WorkState> state;
     std::uint64_t seq;
     bool run_here = false;
     const bool p2p = args.kind == CollectiveKind::kSend || args.kind == CollectiveKind::kRecv;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      // The same shape as the last valid call (a training loop's usual case) was validated already.
+      std::uint64_t shape_hash;
+      if (!shapes_.Lookup(args, &shape_hash)) {
+        COMMKIT_RETURN_IF_ERROR(CheckArgs(args));
+        shape_hash = ShapeHash(args);
+        shapes_.Store(args, shape_hash);
+      }
       // Collectives are numbered in one sequence that every rank shares; point-to-point operations,
       // which only two ranks see, in their own.
       seq = p2p ? ++next_p2p_seq_ : ++next_seq_;
       args.sequence = seq;
-      args.fingerprint = FingerprintHash(args);
+      args.fingerprint = FingerprintOf(shape_hash, seq);
       args.check_fingerprint = check_on_completion_ && !p2p;
-      flight_->Scheduled(args);
       // Small collectives with nothing ahead of them run on the caller's thread: the hand-off to the
       // worker (two context switches) would cost more than the operation. Larger ones stay
       // asynchronous so callers overlap them with computation. Order is kept: nothing is queued or
       // running, and anything submitted meanwhile waits for `busy_`.
       if (p2p && backend_->ConcurrentPointToPoint()) {
+        flight_->Scheduled(args);
         state = std::make_shared<WorkState>();
         // Sends and receives progress on their own threads, in order per direction, independently of
         // the collectives and of each other: both peers may send first.
@@ -128,29 +143,36 @@ class ProcessGroup::Impl {
       if (send_exec_) send_exec_->Nudge();
       if (recv_exec_) recv_exec_->Nudge();
       // Device work (NCCL) only enqueues on a stream, whatever its size: always inline.
-      if (!p2p && queue_.empty() && !busy_ &&
+      if (!p2p && queue_.empty() && !busy_.load(std::memory_order_acquire) &&
           (PayloadBytes(args) <= inline_bytes_ || args.memory == MemoryKind::kDevice)) {
-        busy_ = true;
+        busy_.store(true, std::memory_order_relaxed);
         run_here = true;
       } else {
+        flight_->Scheduled(args);
         state = std::make_shared<WorkState>();
         queue_.push_back([this, args, state] { Execute(args, *state); });
+        queued_.fetch_add(1);
       }
     }
     if (run_here) {
-      // Done when it returns: a completed Work, without the shared state a worker would signal.
-      const auto start = Clock::now();
-      std::unique_ptr<Work> then;
-      Status s = Enter(args, &then);
-      const auto duration = Clock::now() - start;
-      bool queued;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        busy_ = false;
-        queued = !queue_.empty();
+      // Done when it returns: a completed Work, without the shared state a worker would signal, timed
+      // by the flight recorder's clock reads (no clock read of its own).
+      std::unique_ptr<Work> then, done;
+      std::int64_t ticks = 0;
+      Status s = Enter(args, /*begin=*/true, &then, &done, &ticks);
+      // Released without the lock (the hot path takes it once). The store and the load are
+      // sequentially consistent, as is queued_'s increment: either this thread sees what was queued
+      // meanwhile and wakes the worker, or the increment came later, and the worker, woken by the
+      // submitter that queued, reads busy_ false under the lock.
+      busy_.store(false);
+      if (queued_.load() > 0) {
+        { std::lock_guard<std::mutex> lock(mu_); }
+        cv_.notify_all();
       }
-      if (queued) cv_.notify_all();
       if (then) return then;
+      const std::chrono::nanoseconds duration(flight_clock::TicksToNanos(ticks));
+      // The backend's own completed Work, re-stamped, when it is one: no second allocation.
+      if (auto reused = ReuseCompletedWork(done, seq, duration)) return reused;
       return CompletedWork(std::move(s), seq, duration);
     }
     cv_.notify_all();
@@ -171,7 +193,7 @@ class ProcessGroup::Impl {
       state.start = Clock::now();
     }
     std::unique_ptr<Work> then;
-    Status s = Enter(args, &then);
+    Status s = Enter(args, /*begin=*/false, &then, nullptr, nullptr);
     {
       std::lock_guard<std::mutex> lock(state.mu);
       state.status = s;
@@ -183,17 +205,22 @@ class ProcessGroup::Impl {
   }
 
   // Runs one operation on this thread (a worker's or an inline caller's); collectives first record
-  // that this rank entered them, for the progress heartbeat. `then` receives the Work of the part
-  // that completes later, when there is one (a collective whose fingerprint the backend checks).
-  Status Enter(const CollectiveArgs& args, std::unique_ptr<Work>* then) {
+  // that this rank entered them, for the progress heartbeat. `begin`: the operation was not recorded
+  // as scheduled (it runs right where it was submitted). `then` receives the Work of the part that
+  // completes later, when there is one (a collective whose fingerprint the backend checks); `done`,
+  // when given, the backend's completed Work of a successful operation otherwise; `ticks`, when
+  // given, the operation's duration in flight recorder ticks.
+  Status Enter(const CollectiveArgs& args, bool begin, std::unique_ptr<Work>* then, std::unique_ptr<Work>* done,
+               std::int64_t* ticks) {
     if (args.kind != CollectiveKind::kSend && args.kind != CollectiveKind::kRecv) health_.Entered(args.sequence);
-    const std::int64_t flight_start = flight_->Started(args);
-    Status s = RunChecked(args, then);
-    flight_->Finished(args, flight_start, s);
+    const std::int64_t flight_start = begin ? flight_->Begin(args) : flight_->Started(args);
+    Status s = RunChecked(args, then, done);
+    const std::int64_t flight_end = flight_->Finished(args, flight_start, s);
+    if (ticks != nullptr) *ticks = flight_end - flight_start;
     return s;
   }
 
-  Status RunChecked(const CollectiveArgs& args, std::unique_ptr<Work>* then) {
+  Status RunChecked(const CollectiveArgs& args, std::unique_ptr<Work>* then, std::unique_ptr<Work>* done) {
     // After a failure that broke the group, everything queued behind it fails at once with that first
     // error: no backend call, no diagnosis (a survivor exits right after reporting the failure).
     if (failed_flag_.load(std::memory_order_acquire)) return Unusable(args);
@@ -214,6 +241,8 @@ class ProcessGroup::Impl {
       *then = mismatch_.Deferred(args, std::move(*work));
     } else if (s.ok() && args.memory == MemoryKind::kDevice) {
       *then = std::move(*work);
+    } else if (s.ok() && done != nullptr) {
+      *done = std::move(*work);
     }
     if (s.ok()) return s;
     if (backend_checks && !p2p && s.code() == StatusCode::kMismatch) return mismatch_.Report(args);
@@ -251,6 +280,7 @@ class ProcessGroup::Impl {
         if (queue_.empty()) return;
         task = std::move(queue_.front());
         queue_.pop_front();
+        queued_.fetch_sub(1);
         busy_ = true;
       }
       task();
@@ -270,7 +300,11 @@ class ProcessGroup::Impl {
   std::condition_variable cv_;          // the worker: work queued, or `busy_` released
   std::deque<std::function<void()>> queue_;
   bool stopping_ = false;
-  bool busy_ = false;  // an operation is running (on the worker or inline on a caller's thread)
+  // An operation is running (on the worker or inline on a caller's thread). Set under mu_; an inline
+  // caller clears it without (see Submit).
+  std::atomic<bool> busy_{false};
+  std::atomic<std::size_t> queued_{0};  // queue_.size(), readable without mu_
+  ShapeCache shapes_;  // guarded by mu_
   std::size_t inline_bytes_ = 256 << 10;
   std::uint64_t next_seq_ = 0;
   std::uint64_t next_p2p_seq_ = 0;

@@ -17,11 +17,12 @@ Status Bad(const CollectiveArgs& a, std::string_view what) {
   return Status::InvalidArgument(StrCat(ToString(a.kind), ": ", what));
 }
 
-// count * factor * sizeof(dtype) must not overflow.
+// count * factor * sizeof(dtype) must not overflow (nor exceed kMaxBytes). Checked multiplications,
+// not divisions: this runs on every call, and a 64-bit division costs tens of cycles.
 bool Fits(std::size_t count, std::size_t factor, DataType dtype) {
-  if (factor != 0 && count > kMaxBytes / factor) return false;
-  std::size_t elems = count * factor;
-  return elems <= kMaxBytes / SizeOf(dtype);
+  std::size_t elems = 0, bytes = 0;
+  return !__builtin_mul_overflow(count, factor, &elems) && !__builtin_mul_overflow(elems, SizeOf(dtype), &bytes) &&
+         bytes <= kMaxBytes;
 }
 
 std::size_t Sum(const std::vector<std::size_t>& v) { return std::accumulate(v.begin(), v.end(), std::size_t{0}); }
@@ -119,34 +120,49 @@ std::string Describe(const CollectiveArgs& a) {
   return out;
 }
 
-std::uint64_t FingerprintHash(const CollectiveArgs& a) {
-  // FNV-1a over what must agree across ranks (the fields Describe() prints), without building text:
-  // this runs on every call. alltoallv's counts legitimately differ per rank; a barrier has no fields.
-  std::uint64_t h = 1469598103934665603ull;
+std::uint64_t ShapeHash(const CollectiveArgs& a) {
+  // A word-at-a-time multiply/xor-shift mix over what must agree across ranks (the fields Describe()
+  // prints), without building text. Each step is a bijection of the state for a given input word,
+  // so two calls that differ in one field never collide. alltoallv's counts legitimately differ per
+  // rank; a barrier has no fields.
+  std::uint64_t h = 0x9e3779b97f4a7c15ull;
   auto mix = [&h](std::uint64_t v) {
-    for (int i = 0; i < 8; ++i) h = (h ^ ((v >> (8 * i)) & 0xFF)) * 1099511628211ull;
+    h = (h ^ v) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
   };
-  mix(static_cast<std::uint64_t>(a.kind));
-  mix(a.sequence);
+  std::uint64_t shape = static_cast<std::uint64_t>(a.kind);
   if (a.kind != CollectiveKind::kBarrier) {
-    mix(static_cast<std::uint64_t>(a.dtype));
+    shape |= static_cast<std::uint64_t>(a.dtype) << 8;
     if (IsReduction(a.kind)) {
-      mix(static_cast<std::uint64_t>(a.op.kind));
+      shape |= static_cast<std::uint64_t>(a.op.kind) << 16;
       std::uint64_t bits;
       std::memcpy(&bits, &a.op.scalar, sizeof bits);
       mix(bits);
     }
-    if (a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV) {
-      mix(a.counts.size());
-      for (std::size_t c : a.counts) mix(c);
-    } else if (a.kind != CollectiveKind::kAlltoallv) {
-      mix(a.count);
-    }
     if (a.kind == CollectiveKind::kBroadcast || a.kind == CollectiveKind::kReduce || a.kind == CollectiveKind::kGather ||
         a.kind == CollectiveKind::kScatter)
-      mix(static_cast<std::uint64_t>(a.root));
+      shape |= static_cast<std::uint64_t>(static_cast<std::uint32_t>(a.root)) << 24;
   }
-  return h >> 1;  // keep it positive so -h is representable
+  mix(shape);
+  if (a.kind == CollectiveKind::kAllgatherv || a.kind == CollectiveKind::kReduceScatterV) {
+    mix(a.counts.size());
+    for (std::size_t c : a.counts) mix(c);
+  } else if (a.kind != CollectiveKind::kAlltoallv && a.kind != CollectiveKind::kBarrier) {
+    mix(a.count);
+  }
+  return h;
+}
+
+void ShapeCache::Store(const CollectiveArgs& a, std::uint64_t shape_hash) {
+  // Validation of the v-collectives reads their count vectors, which the key does not hold.
+  if (!a.counts.empty() || !a.recv_counts.empty() || a.kind == CollectiveKind::kAllgatherv ||
+      a.kind == CollectiveKind::kReduceScatterV || a.kind == CollectiveKind::kAlltoallv) {
+    valid_ = false;
+    return;
+  }
+  key_ = Key::Of(a);
+  hash_ = shape_hash;
+  valid_ = true;
 }
 
 }  // namespace commkit

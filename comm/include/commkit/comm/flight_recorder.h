@@ -5,8 +5,9 @@
 // operation. Every backend runs through ProcessGroup, so gloo, mpi, host and nccl are all covered.
 //
 // Cost: the ring is written with relaxed atomic stores (no lock): one slot of one cache line per
-// operation at submit, two more stores at start and at completion (docs/flight-recorder.md has the
-// measurement).
+// operation at submit, two more stores at start and at completion; an operation that runs on the
+// submitting thread writes its slot once, at start (Begin). Two clock reads per operation, which
+// also time it for the metrics and the Work (docs/flight-recorder.md has the measurement).
 //
 // Environment (read when a group is created; invalid values fail ProcessGroup::Create):
 //   COMMKIT_FLIGHT_RECORDER_ENTRIES  ring size per group (default 2048; 0 disables the recorder)
@@ -111,11 +112,16 @@ class FlightRecorder {
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
   // Hot path. Scheduled: at submit, after the sequence number is assigned. Started: when the
-  // operation begins to run; returns its start time (clock ticks) for Finished. Finished: with its
-  // status; the first failure writes a dump (when enabled).
+  // operation begins to run; returns its start time (clock ticks) for Finished. Begin: both at once,
+  // for an operation that runs on the submitting thread right away (one clock read, one slot write).
+  // Finished: with its status; the first failure writes a dump (when enabled); returns its end time
+  // (clock ticks), so the caller can time the operation without reading a clock of its own.
   void Scheduled(const CollectiveArgs& args);
   std::int64_t Started(const CollectiveArgs& args);
-  void Finished(const CollectiveArgs& args, std::int64_t started, const Status& status);
+  std::int64_t Begin(const CollectiveArgs& args);
+  std::int64_t Finished(const CollectiveArgs& args, std::int64_t started, const Status& status);
+  // Nanoseconds between two values that Started/Begin/Finished returned.
+  static std::int64_t TicksToNanos(std::int64_t ticks);
 
   // The ring's current content (both rings, oldest first by enqueue time) plus the group's facts.
   FlightDump Snapshot(std::string_view reason) const;
@@ -144,6 +150,8 @@ class FlightRecorder {
  private:
   FlightRecorder(GroupInfo info, FlightRecorderOptions options);
   Slot* SlotFor(bool p2p, std::uint64_t seq) const;
+  // Writes the slot of `args` in `state` (kScheduled or kStarted), enqueued (and started) at `now`.
+  void Write(const CollectiveArgs& args, FlightState state, std::int64_t now);
   void DumpOnFailure(const CollectiveArgs& args, const Status& status);
 
   GroupInfo info_;
