@@ -194,6 +194,26 @@ class HostBackend final : public Backend {
     for (int q = 2; q < P(); ++q) fn(out, out, src[q] + offset, n);
   }
 
+  // This rank's share of a reduction: dst = own op (every peer's slot at `at`), peers in rank order,
+  // over n elements (dst may be `own`). The sliced all-reduce and the reduce-scatter reduce alike.
+  void ReduceWithPeers(ReduceFunction fn, std::uint8_t* dst, const std::uint8_t* own, std::size_t at, std::size_t n) {
+    bool first = true;
+    for (int q = 0; q < P(); ++q) {
+      if (q == me()) continue;
+      fn(dst, first ? own : dst, t_->Peer(q) + at, n);
+      first = false;
+    }
+  }
+
+  // PREMUL_SUM scales every operand, this rank's too: its own `n` elements are copied into `staging`
+  // (a part of its slot no peer reads in this round) and scaled there. Returns the operand to use.
+  const std::uint8_t* OwnOperand(const CollectiveArgs& a, const std::uint8_t* own, std::uint8_t* staging, std::size_t n) {
+    if (a.op.kind != ReduceKind::kPreMulSum) return own;
+    std::memcpy(staging, own, n * SizeOf(a.dtype));
+    ScaleInPlace(a.dtype, staging, n, a.op.scalar);
+    return staging;
+  }
+
   // Large all-reduce (root < 0) and reduce, per slot-sized chunk: a reduce-scatter and an all-gather
   // through the slots. Each rank copies only the slices its peers reduce into its slot; it reduces its
   // own slice from its input and every peer's slot straight into its output (and into its slot, for the
@@ -223,25 +243,15 @@ class HostBackend final : public Backend {
       if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
       if (mhi > mlo) {
         std::uint8_t* mine = slot + mlo * e;
-        const std::uint8_t* own = chunk + mlo * e;
-        if (scale) {  // the scaled copy of this rank's slice is its first operand
-          std::memcpy(mine, own, (mhi - mlo) * e);
-          ScaleInPlace(a.dtype, mine, mhi - mlo, a.op.scalar);
-          own = mine;
-        }
+        const std::uint8_t* own = OwnOperand(a, chunk + mlo * e, mine, mhi - mlo);
         // A non-root rank of a reduce only hands its slice to the root: it reduces into its slot.
         std::uint8_t* dst = gather ? out + (off + mlo) * e : mine;
         const bool publish = root < 0 && dst != mine;
         // Blocks that stay in L1 between the reduction and the copy into the slot.
         const std::size_t block = std::max<std::size_t>(1, (16 << 10) / e);
         for (std::size_t b = 0; b < mhi - mlo; b += block) {
-          const std::size_t m = std::min(block, mhi - mlo - b), at = (mlo + b) * e;
-          bool first = true;
-          for (int q = 0; q < P(); ++q) {
-            if (q == me()) continue;
-            fn(dst + b * e, first ? own + b * e : dst + b * e, t_->Peer(q) + at, m);
-            first = false;
-          }
+          const std::size_t m = std::min(block, mhi - mlo - b);
+          ReduceWithPeers(fn, dst + b * e, own + b * e, (mlo + b) * e, m);
           if (avg) DivideInPlace(a.dtype, dst + b * e, m, P());
           if (publish) std::memcpy(mine + b * e, dst + b * e, m * e);
         }
@@ -287,19 +297,8 @@ class HostBackend final : public Backend {
       t_->Post(a.fingerprint);
       if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
       if (const std::size_t n = piece(m) / e; n > 0) {
-        const std::uint8_t* own = in + off[m] + lo;
-        if (scale) {
-          std::memcpy(slot + m * sub, own, n * e);
-          ScaleInPlace(a.dtype, slot + m * sub, n, a.op.scalar);
-          own = slot + m * sub;
-        }
         std::uint8_t* dst = out + lo;
-        bool first = true;
-        for (std::size_t q = 0; q < p; ++q) {
-          if (q == m) continue;
-          fn(dst, first ? own : dst, t_->Peer(static_cast<int>(q)) + m * sub, n);
-          first = false;
-        }
+        ReduceWithPeers(fn, dst, OwnOperand(a, in + off[m] + lo, slot + m * sub, n), m * sub, n);
         if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, dst, n, P());
       }
       t_->Finish();
