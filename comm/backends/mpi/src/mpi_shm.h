@@ -57,17 +57,15 @@ class ShmSlots {
   static constexpr std::size_t kHeaderBytes = 64;
   ShmSlots(shm::ShmSegment segment, std::size_t capacity, int size)
       : segment_(std::move(segment)),
-        base_(reinterpret_cast<char*>(segment_.data())),
         capacity_(capacity),
         stride_(kHeaderBytes + capacity),
         size_(size) {}
   char* Slot(int generation, int rank) const {
-    return base_ + (static_cast<std::size_t>(generation) * static_cast<std::size_t>(size_) +
+    return reinterpret_cast<char*>(segment_.data()) + (static_cast<std::size_t>(generation) * static_cast<std::size_t>(size_) +
                     static_cast<std::size_t>(rank)) * stride_;
   }
 
   shm::ShmSegment segment_;
-  char* base_;
   std::size_t capacity_;
   std::size_t stride_;
   int size_;

@@ -54,15 +54,8 @@ Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t b
   return Status::Ok();
 }
 
-Status MpiBackend::ShmAllreduce(const CollectiveArgs& a) {
-  const int gen = Generation();
-  const ReduceFunction reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
-  // (slot 0 op slot 1) op slot 2 ...: the same order, so the same bits, on every rank.
-  reduce(a.recv, shm_->data(gen, 0), shm_->data(gen, 1), a.count);
-  for (int q = 2; q < size_; ++q) reduce(a.recv, a.recv, shm_->data(gen, q), a.count);
-  if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, a.count, size_);
-  return Status::Ok();
-}
+// The whole input is every rank's block.
+Status MpiBackend::ShmAllreduce(const CollectiveArgs& a) { return ShmReduceScatter(a, 0, a.count); }
 
 Status MpiBackend::ShmAllgather(const CollectiveArgs& a, std::span<const std::size_t> offsets) {
   const int gen = Generation();
@@ -80,6 +73,7 @@ Status MpiBackend::ShmReduceScatter(const CollectiveArgs& a, std::size_t off, st
   const int gen = Generation();
   if (n == 0) return Status::Ok();
   const ReduceFunction reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
+  // (slot 0 op slot 1) op slot 2 ...: the same order, so the same bits, on every rank.
   reduce(a.recv, shm_->data(gen, 0) + off, shm_->data(gen, 1) + off, n);
   for (int q = 2; q < size_; ++q) reduce(a.recv, a.recv, shm_->data(gen, q) + off, n);
   if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, n, size_);
