@@ -1,5 +1,4 @@
 // gpudoctor cluster through the CLI on loopback: under commkit-run, and with --store where ranks are missing.
-#include <unistd.h>
 
 #include <filesystem>
 
@@ -48,7 +47,9 @@ TEST(GpudoctorClusterCli, MissingRanksAreNamedWithinTheTimeout) {
                                " cluster --store 127.0.0.1:0 --rank 0 --world 3 --host-store --timeout 1 2>&1");
   // Port 0 is not a usable store address: a usage error, said so.
   EXPECT_EQ(r.exit_code, 3) << r.output;
-  const std::string port = std::to_string(20000 + ::getpid() % 20000);  // parallel test runs differ
+  const int free_port = FreeLoopbackPort();
+  ASSERT_GT(free_port, 0);
+  const std::string port = std::to_string(free_port);
   r = RunCommand("timeout 60 " + Bin("gpudoctor") + " cluster --store 127.0.0.1:" + port + " --rank 0 --world 3 --host-store --listen 127.0.0.1 --timeout 1"
                  " --only shm --json 2>/dev/null");
   auto report = nlohmann::json::parse(r.output, nullptr, false);

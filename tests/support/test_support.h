@@ -40,6 +40,10 @@ struct CommandResult {
 };
 CommandResult RunCommand(const std::string& command);
 
+// A loopback TCP port the kernel just reported free (bound to port 0, then closed), for a tool that must
+// be given a fixed port: unlike a port derived from the pid, it is not one another test already holds.
+int FreeLoopbackPort();
+
 // Sets an environment variable for the lifetime of the guard and restores it afterwards; also resets
 // commkit's environment cache both times.
 class ScopedEnv {
