@@ -1,4 +1,5 @@
 #include <mutex>
+#include <thread>
 
 #include "commkit/common/log.h"
 #include "pg_conformance.h"
@@ -241,6 +242,64 @@ TEST_P(GlooHalvingDoublingCache, ReduceScatterBackToBackNeverMixesCalls) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, GlooHalvingDoublingCache, ::testing::Values(2, 3, 4),
                          [](const ::testing::TestParamInfo<int>& info) { return std::to_string(info.param) + "ranks"; });
+
+// Busy-poll mode (gloo_connect.cc: HdBusyPollLimit). Its sends are blocking writes, so two partners
+// sending each other more than their socket buffers hold wait on each other for ever: with
+// halving-doubling forced at every size, the 64 MiB call (32 MiB messages) must run as ring (where
+// net.core.wmem_max is below 32 MiB, as on Debian's default of 208 KiB, it stalls until the group's
+// timeout otherwise: two such calls back to back stalled here), and the small calls still busy-poll.
+TEST(GlooBusyPoll, CallsLargerThanTheSocketBuffersRunAsRing) {
+  ScopedEnv poll("COMMKIT_GLOO_BUSY_POLL", "on");
+  ScopedEnv tune("COMMKIT_TUNE", "gloo.allreduce:*:halving_doubling");
+  ProcessGroupOptions options;
+  options.timeout = std::chrono::seconds(20);
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks("gloo", 2, [&](ProcessGroup& pg) {
+    for (std::size_t n : {std::size_t{16} << 20, std::size_t{16} << 20, std::size_t{7}, std::size_t{4000}}) {
+      Buffer in(DataType::kFloat32, n), out(DataType::kFloat32, n);
+      for (std::size_t i = 0; i < n; ++i) in.set(i, Value(pg.rank(), i, ReduceKind::kSum));
+      COMMKIT_WAIT_OK(pg.Allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::Sum()));
+      for (std::size_t i = 0; i < n; i += (n > 100 ? 1001 : 1))
+        ASSERT_EQ(out.at(i), Reference(DataType::kFloat32, ReduceOp::Sum(), 2, i)) << "n=" << n << " i=" << i;
+    }
+  }, options);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+}
+
+// A busy-polling rank still gives up at the group's timeout (Gloo checks it between reads) when its
+// partner does not come.
+TEST(GlooBusyPoll, ARankThatNeverArrivesTimesOut) {
+  ScopedEnv poll("COMMKIT_GLOO_BUSY_POLL", "on");
+  ProcessGroupOptions options;
+  options.timeout = std::chrono::seconds(2);
+  const auto start = std::chrono::steady_clock::now();
+  RunRanks("gloo", 2, [&](ProcessGroup& pg) {
+    std::vector<float> buf(16, 1.0f);
+    COMMKIT_WAIT_OK(pg.Allreduce(nullptr, buf.data(), 16, DataType::kFloat32, ReduceOp::Sum()));
+    if (pg.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(4));  // past the partner's timeout, then leaves
+      return;
+    }
+    auto work = pg.Allreduce(nullptr, buf.data(), 16, DataType::kFloat32, ReduceOp::Sum());
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(std::chrono::seconds(30));
+    ASSERT_FALSE(s.ok());
+    EXPECT_TRUE(s.code() == StatusCode::kTimeout || s.code() == StatusCode::kRemoteError) << s.ToString();
+  }, options);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
+}
+
+TEST(GlooBusyPoll, InvalidValueIsInvalidArgumentNamingTheVariable) {
+  ScopedEnv poll("COMMKIT_GLOO_BUSY_POLL", "sometimes");
+  ProcessGroupOptions options;
+  options.backend = "gloo";
+  options.timeout = std::chrono::seconds(30);
+  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, options);
+  ASSERT_FALSE(pg.ok());
+  EXPECT_EQ(pg.status().code(), StatusCode::kInvalidArgument) << pg.status().ToString();
+  EXPECT_NE(pg.status().message().find("COMMKIT_GLOO_BUSY_POLL"), std::string::npos) << pg.status().ToString();
+  EXPECT_NE(pg.status().message().find("sometimes"), std::string::npos) << pg.status().ToString();
+}
 
 // In-place alltoallv (send == nullptr: the input is the start of the receive buffer), as the mpi and
 // host backends do it; gloo used to read through the null send buffer.

@@ -54,14 +54,16 @@ class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
               std::shared_ptr<::gloo::rendezvous::Context> hd_context, std::shared_ptr<::gloo::transport::Device> device,
-              int rank, int size, tune::Table table, std::chrono::milliseconds pair_timeout)
+              int rank, int size, tune::Table table, std::chrono::milliseconds pair_timeout,
+              std::size_t hd_busy_max_bytes)
       : context_(std::move(context)),
         hd_context_(std::move(hd_context)),
         device_(std::move(device)),
         rank_(rank),
         size_(size),
         table_(std::move(table)),
-        pair_timeout_(pair_timeout) {
+        pair_timeout_(pair_timeout),
+        hd_busy_max_bytes_(hd_busy_max_bytes) {
     if (hd_context_ != nullptr)
       hd_cache_ = std::make_unique<HalvingDoublingCache>(hd_context_, kHdCacheEntries, kHdCacheBytes);
   }
@@ -133,13 +135,16 @@ class GlooBackend final : public Backend {
   // The algorithm for one all-reduce: the selection table's choice, except that the old
   // halving-doubling template falls back to the new-style ring where it cannot honor the call: its
   // count is an int, and its waits use the pairs' timeout fixed at connect (the group's default), so
-  // a per-op timeout override goes to the new API, which takes the timeout per call.
+  // a per-op timeout override goes to the new API, which takes the timeout per call. Busy-polling
+  // pairs take no call larger than their socket buffers (connect made sure the table sends none).
   CollectiveAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
+    const std::size_t bytes = Bytes(a, count);
     CollectiveAlgorithm algo =
-        GlooAllreduceAlgorithm(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, Bytes(a, count)).algorithm)
+        GlooAllreduceAlgorithm(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, bytes).algorithm)
             .value_or(CollectiveAlgorithm::kRing);
     if (algo == CollectiveAlgorithm::kHalvingDoubling &&
-        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_cache_ == nullptr))
+        (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_cache_ == nullptr ||
+         (hd_busy_max_bytes_ > 0 && bytes > hd_busy_max_bytes_)))
       algo = CollectiveAlgorithm::kRing;
     return algo;
   }
@@ -409,6 +414,7 @@ class GlooBackend final : public Backend {
   int rank_, size_;
   tune::Table table_;
   std::chrono::milliseconds pair_timeout_;  // the context's timeout at connect, fixed in every pair
+  std::size_t hd_busy_max_bytes_;  // > 0: the halving-doubling pairs busy-poll; no larger call may use them
   std::optional<CollectiveAlgorithm> last_algorithm_;  // collectives run on one thread at a time
   std::unique_ptr<HalvingDoublingCache> hd_cache_;  // with hd_context_
   std::vector<char> scratch_[2];
@@ -431,9 +437,10 @@ Status FromGloo(const std::exception& e, std::string_view what) {
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
-                                         tune::Table table, std::chrono::milliseconds pair_timeout) {
+                                         tune::Table table, std::chrono::milliseconds pair_timeout,
+                                         std::size_t hd_busy_max_bytes) {
   return std::make_unique<GlooBackend>(std::move(context), std::move(hd_context), std::move(device), rank, size,
-                                       std::move(table), pair_timeout);
+                                       std::move(table), pair_timeout, hd_busy_max_bytes);
 }
 
 }  // namespace commkit::comm::gloo

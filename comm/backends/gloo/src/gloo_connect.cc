@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <thread>
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
@@ -20,6 +22,7 @@
 #include "commkit/comm/registry.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
+#include "commkit/common/shm_segment.h"
 #include "commkit/common/strings.h"
 #include "gloo_internal.h"
 
@@ -99,18 +102,91 @@ std::vector<std::string> InterfacesWithAddresses() {
   return names;
 }
 
+// net.core.wmem_max, the ceiling of a socket's SO_SNDBUF (0 when unreadable).
+std::int64_t WmemMax() {
+  std::int64_t v = 0;
+  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
+    long long x = 0;
+    if (std::fscanf(f, "%lld", &x) == 1 && x > 0) v = x;
+    std::fclose(f);
+  }
+  return v;
+}
+
+// How the ranks spread over machines (machines told apart as the shared-memory domain: hostname, boot
+// id and namespaces), from one exchange through the group's store.
+struct NodeSpread {
+  int ranks_here = 1;  // ranks on this rank's machine, itself included
+  int ranks_per_node = 1;  // the most on any machine
+  int nodes = 1;
+};
+
+Result<NodeSpread> ExchangeNodes(const BackendContext& ctx) {
+  NodeSpread spread;
+  if (ctx.size < 2) return spread;
+  const std::string mine = shm::ShmDomain();
+  COMMKIT_RETURN_IF_ERROR(ctx.store->Set(StrCat("gloo/node/", ctx.rank), mine));
+  std::vector<std::string> keys;
+  for (int q = 0; q < ctx.size; ++q) keys.push_back(StrCat("gloo/node/", q));
+  auto domains = ctx.store->MultiGet(keys, ctx.timeout);
+  if (!domains.ok()) return domains.status();
+  std::map<std::string, int> count;
+  for (const auto& d : *domains) ++count[d];
+  spread.ranks_here = count[mine];
+  spread.nodes = static_cast<int>(count.size());
+  for (const auto& [domain, n] : count) spread.ranks_per_node = std::max(spread.ranks_per_node, n);
+  return spread;
+}
+
+// The largest all-reduce the halving-doubling mesh may run with its pairs in Gloo's synchronous
+// busy-poll mode, or 0 to leave them in the event-loop mode. Why: in the event-loop mode every message
+// is read by Gloo's device thread and handed to the caller through a condition variable, and that hand-
+// off cost 400-600 us per 8 B all-reduce at 2 ranks here; reading on the caller's thread with
+// MSG_DONTWAIT took 55-80 us (docs/gloo-algorithms.md). The price is that a waiting rank spins on its
+// core, which delays every other thread that needs one: with 2 ranks on 2 cores, the ranks' own
+// event-loop threads (the main mesh's ring, bcube and every other collective) ran 1.3-10x slower next
+// to a spinner. So it is used by default only where this machine has two cores per rank (its caller
+// and its Gloo event-loop thread); COMMKIT_GLOO_BUSY_POLL=on forces it, =off never. In that mode sends are blocking writes: two partners that send to each other at once
+// both finish only if each message fits in the socket buffers without the peer reading. Gloo sizes
+// SO_SNDBUF up to the message before each write, so the ceiling is net.core.wmem_max (doubled by the
+// kernel for its bookkeeping); half of that is the largest message allowed (here 32 MiB messages
+// stalled with a 4 MiB ceiling, 8 MiB did not), and a halving-doubling message is at most half the
+// buffer at a power-of-two rank count (ranks outside the power-of-two block send all of it). The mode cannot be switched back, so it
+// is used only where the built-in and topology rules keep halving-doubling under that size; larger
+// calls that COMMKIT_TUNE or a calibration send to halving-doubling run as ring (AlgorithmFor). The
+// calibration's own halving-doubling timings then come from the mode the runs use.
+std::size_t HdBusyPollLimit(const BackendContext& ctx, const std::optional<std::string>& mode, const NodeSpread& spread,
+                            const tune::Table& table) {
+  if (mode == "off") return 0;
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (mode != "on" && (cores == 0 || 2 * static_cast<unsigned>(spread.ranks_here) > cores)) return 0;
+  const auto wmem = static_cast<std::size_t>(WmemMax());
+  const bool pow2 = (ctx.size & (ctx.size - 1)) == 0;
+  const std::size_t limit = pow2 ? wmem : wmem / 2;
+  if (limit == 0) return 0;
+  const std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
+  for (const tune::Rule& r : table.rules()) {
+    if (r.collective != CollectiveKind::kAllreduce || r.algorithm != CollectiveAlgorithm::kHalvingDoubling ||
+        r.max_bytes <= limit + 1)
+      continue;
+    if (r.source == tune::Source::kDefault || r.source == tune::Source::kTopology) {
+      COMMKIT_LOG_INFO(who, ": halving-doubling stays in Gloo's event-loop mode: ", r.why, " runs it above the ", limit,
+                       " bytes that fit the socket buffers in busy-poll mode (raise net.core.wmem_max)");
+      return 0;
+    }
+    COMMKIT_LOG_INFO(who, ": ", r.why, " asks for halving-doubling above ", limit,
+                     " bytes; those calls run as ring (busy-poll mode; COMMKIT_GLOO_BUSY_POLL=off keeps them)");
+  }
+  return limit;
+}
+
 // Gloo's tcp pair sets SO_SNDBUF to the largest message it has written so far; a later message just
 // under twice that size then waits on delayed ACKs (70-105 ms per call, see platform-notes). Writing
 // one message of at least net.core.wmem_max on every pair at connect fixes the buffer at its ceiling
 // so no later size can hit the stall. COMMKIT_GLOO_PRIME_BYTES overrides the size (0 disables).
 std::int64_t DefaultPrimeBytes() {
-  std::int64_t bytes = 4 << 20;
-  if (FILE* f = std::fopen("/proc/sys/net/core/wmem_max", "r")) {
-    long long v = 0;
-    if (std::fscanf(f, "%lld", &v) == 1 && v > 0) bytes = v;
-    std::fclose(f);
-  }
-  return std::min<std::int64_t>(bytes, 64 << 20);
+  const std::int64_t wmem = WmemMax();
+  return std::min<std::int64_t>(wmem > 0 ? wmem : 4 << 20, 64 << 20);
 }
 
 // Every rank sends `bytes` to and receives `bytes` from every peer (sends posted first, so no order
@@ -193,8 +269,12 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   }
   std::int64_t prime_bytes = 0;
   COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
+  std::optional<std::string> busy_poll;
+  COMMKIT_ASSIGN_OR_RETURN(busy_poll, EnvChoice("COMMKIT_GLOO_BUSY_POLL", {"auto", "on", "off"}));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
-  auto table = tune::Table::ForBackend("gloo", ctx, {ctx.size, ctx.size, 1});
+  auto spread = ExchangeNodes(ctx);
+  if (!spread.ok()) return spread.status().WithContext(StrCat(who, ": telling which ranks share a machine"));
+  auto table = tune::Table::ForBackend("gloo", ctx, {ctx.size, spread->ranks_per_node, spread->nodes});
   if (!table.ok()) return table.status().WithContext(who);
   try {
     auto device = ::gloo::transport::tcp::CreateDevice(attr);
@@ -204,6 +284,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     context->connectFullMesh(store, device);
     PrimePairs(*context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
     std::shared_ptr<::gloo::rendezvous::Context> hd_context;
+    std::size_t hd_busy_max_bytes = 0;
     const bool uses_hd = table->Uses(CollectiveKind::kAllreduce, CollectiveAlgorithm::kHalvingDoubling);
     if (ctx.size > 1 && uses_hd) {
       hd_context = std::make_shared<::gloo::rendezvous::Context>(ctx.rank, ctx.size);
@@ -212,10 +293,18 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
       hd_context->connectFullMesh(hd_store, device);
       PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
       PrimeOldStylePairs(*hd_context, static_cast<std::size_t>(prime_bytes));
+      hd_busy_max_bytes = HdBusyPollLimit(ctx, busy_poll, *spread, *table);
+      if (hd_busy_max_bytes > 0) {
+        for (int peer = 0; peer < ctx.size; ++peer)
+          if (peer != ctx.rank) hd_context->getPair(peer)->setSync(true, /*busyPoll=*/true);
+      }
     }
     COMMKIT_LOG_INFO(who, ": connected full mesh on ", where, ", pairs primed with ", prime_bytes,
-                     " bytes, all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost));
-    return MakeGlooBackend(context, hd_context, device, ctx.rank, ctx.size, std::move(*table), ctx.timeout);
+                     " bytes, all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost),
+                     hd_busy_max_bytes > 0 ? StrCat(", halving-doubling busy-polls up to ", hd_busy_max_bytes, " bytes")
+                                           : std::string());
+    return MakeGlooBackend(context, hd_context, device, ctx.rank, ctx.size, std::move(*table), ctx.timeout,
+                           hd_busy_max_bytes);
   } catch (const std::exception& e) {
     return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
                                                      " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));

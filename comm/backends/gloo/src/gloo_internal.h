@@ -37,9 +37,12 @@ void RingReduceScatter(::gloo::Context& context, char* work, char* tmp, const st
 Status FromGloo(const std::exception& e, std::string_view what);
 
 // The Backend over connected contexts (`hd_context`: a second mesh for halving-doubling, or null).
+// `hd_busy_max_bytes` > 0: the halving-doubling pairs busy-poll, and larger all-reduces must not use
+// them (gloo_connect.cc: HdBusyPollLimit).
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
-                                         tune::Table table, std::chrono::milliseconds pair_timeout);
+                                         tune::Table table, std::chrono::milliseconds pair_timeout,
+                                         std::size_t hd_busy_max_bytes);
 
 }  // namespace commkit::comm::gloo
