@@ -332,6 +332,36 @@ TEST(ExplainTest, WatchdogRanksAtDifferentOpsIsAMismatch) {
 }
 
 // Rules that follow from what the NCCL / PyTorch / verbs sources mean, each next to the case it must not claim.
+// NCCL_TOPO_FILE / NCCL_GRAPH_FILE given to NCCL (a vendor image's /etc/nccl.conf) and an init error
+// without detail: the file is the first suspect, above the generic /dev/shm guess.
+TEST(ExplainTest, AGivenTopologyFileIsTheSuspectOfAnInitErrorWithoutDetail) {
+  const std::string failure =
+      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system "
+      "error, NCCL version 2.18.5\n";
+  Explanation with = ExplainLog("h:1:2 [0] NCCL INFO Loading topology file /opt/microsoft/ncv4/topo.xml\n" + failure);
+  EXPECT_EQ(Claim(with), "topo.file");
+  EXPECT_EQ(with.Best()->confidence, Confidence::kLow);
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /etc/graph.xml\n" + failure)),
+            "topo.file");
+  EXPECT_EQ(Claim(ExplainLog(failure)), "shm.space");
+}
+
+// A failure no rule knows still gets the family whose known cases it resembles, at low confidence and
+// saying so; text without a failure in it gets nothing.
+TEST(ExplainTest, AnUnrecognisedFailureGetsOnlyALowResemblance) {
+  Explanation ex = ExplainLog("RuntimeError: failed: the peer GPUs could not map each other's memory over PCIe (ACS "
+                              "enabled)\n");
+  ASSERT_NE(ex.Best(), nullptr);
+  EXPECT_EQ(ex.Best()->signature, "p2p.unsupported");
+  EXPECT_EQ(ex.Best()->confidence, Confidence::kLow);
+  EXPECT_NE(ex.Best()->cause.find("resembles"), std::string::npos) << ex.Best()->cause;
+  EXPECT_FALSE(ex.Best()->fix.empty());
+  ASSERT_FALSE(ex.Best()->evidence.empty());
+  EXPECT_EQ(ex.Best()->evidence.front().line, 1);
+  EXPECT_EQ(ExplainLog("ACS is enabled on the PCIe switches between the peer GPUs\n").Best(), nullptr);
+  EXPECT_EQ(ExplainLog("").Best(), nullptr);
+}
+
 TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   // Point-to-point work shares the sequence numbers: a SEND facing a RECV at one SeqNum is a matched pair.
   Explanation pair = ExplainLog(

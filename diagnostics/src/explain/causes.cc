@@ -7,6 +7,7 @@
 #include <string>
 
 #include "candidates.h"
+#include "similarity.h"
 #include "cause_families.h"
 #include "code_rules.h"
 #include "commkit/common/strings.h"
@@ -45,7 +46,10 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
     if (Contains(m.lower, "max locked memory") && EndsWith(Trim(m.lower), "unlimited") &&
         !Any(m.lower, {"please", "set ", "increase", "raise", "should"}))
       log.memlock_unlimited = true;
+    if (Any(m.lower, {"loading topology file", "nccl_topo_file set by", "nccl_graph_file set by", "loading graph file"}))
+      log.topo_file_loaded = true;
   }
+  if (!log.Env("NCCL_TOPO_FILE").empty() || !log.Env("NCCL_GRAPH_FILE").empty()) log.topo_file_loaded = true;
   log.store_ctx = store_ctx;
   log.efa_ctx = efa_ctx;
 
@@ -122,6 +126,8 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
         out.front().confidence = Confidence::kMedium;
         break;
       }
+  if (out.empty())
+    if (std::optional<Diagnosis> guess = Resemblance(ctx)) out.push_back(std::move(*guess));
   return out;
 }
 

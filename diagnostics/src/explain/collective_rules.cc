@@ -81,6 +81,13 @@ void EnvelopeRules(const LogContext& log, const LineView& v, Candidates& c) {
   if (Contains(l, "unhandled cuda error") && Any(l, {"ncclcomminitrank", "comminit", "init"}))
     c.Hit("cuda.driver_too_old", 25, false, "NCCL reported an unhandled CUDA error at init without detail; the "
           "usual cause is a CUDA driver older than the CUDA NCCL was built for (rerun with NCCL_DEBUG=WARN)", &m);
+  // A topology or graph file that does not describe this machine (or this subset of its GPUs) fails
+  // NCCL's init in ways it reports as a system or internal error; with one loaded it is the first suspect.
+  if (Any(l, {"unhandled system error", "internal error", "ncclinternalerror", "ncclsystemerror"}) &&
+      log.topo_file_loaded)
+    c.Hit("topo.file", 32, false, "NCCL failed at init without detail while it used a topology / graph file it was "
+          "given (NCCL_TOPO_FILE / NCCL_GRAPH_FILE, e.g. from /etc/nccl.conf); a file for another machine or GPU "
+          "count breaks init (rerun without it, or with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=GRAPH)", &m);
   if (Contains(l, "unhandled system error") && single_host)
     c.Hit("shm.space", 28, false, "NCCL reported a system error without detail on a single host; in containers "
           "most often /dev/shm is too small (rerun with NCCL_DEBUG=WARN)", &m);

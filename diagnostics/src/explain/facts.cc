@@ -245,6 +245,12 @@ bool IsEnvelopeOrHeader(const Message& m) {
 }
 
 bool LooksLikeError(const Message& m) {
+  // NCCL WARNs every verbs async event; only the error events (ibv_event_type_str: "... error",
+  // "... catastrophic error", "device fatal error") mean something broke. "GID table change", "port
+  // active", "LID change" are the fabric's bookkeeping.
+  if (Contains(m.lower, "got async event") && !Contains(m.lower, "error") && !Contains(m.lower, "fatal") &&
+      !Contains(m.lower, "catastroph"))
+    return false;
   if (m.line->nccl_warn) return true;
   // A catalog message its library prints as a warning / error is one, whatever its wording
   // ("ncclSocketInit: connecting to address with family 59936 is neither AF_INET(2) nor AF_INET6(10)").

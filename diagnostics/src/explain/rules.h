@@ -25,6 +25,9 @@ struct LogContext {
   // shared-memory code rather than as ENOSPC.
   bool bus_error_anywhere = false;
   bool memlock_unlimited = false;  // `ulimit -a` in the log shows max locked memory unlimited
+  // NCCL read a topology or graph file it was given (NCCL_TOPO_FILE / NCCL_GRAPH_FILE, e.g. from
+  // /etc/nccl.conf) instead of detecting the machine.
+  bool topo_file_loaded = false;
   bool store_ctx = false;  // the log is about the rendezvous store (TCPStore, MASTER_PORT ...)
   bool efa_ctx = false;    // the log involves libfabric / EFA / aws-ofi-nccl
 
