@@ -40,7 +40,7 @@ struct Score {
 // go up). Tuning: the rules were written against this split. Heldout: regression floors at the values
 // measured without ever opening its rows, printed next to the targets (90% right, 0 high claims
 // on unknown rows) so the gap shows. Measured values and their history: tests/data/explain-corpus/README.md.
-constexpr int kTuningMinRight = 69;         // of 71 labelled tuning rows
+constexpr int kTuningMinRight = 70;         // of 71 labelled tuning rows
 constexpr int kTuningMaxHighOnUnknown = 0;  // of 65 unknown tuning rows
 constexpr int kHeldoutMinRight = 14;        // of 25 labelled heldout rows
 constexpr int kHeldoutMaxHighOnUnknown = 1;  // of 43 unknown heldout rows

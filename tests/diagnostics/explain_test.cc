@@ -362,6 +362,30 @@ TEST(ExplainTest, AnUnrecognisedFailureGetsOnlyALowResemblance) {
   EXPECT_EQ(ExplainLog("").Best(), nullptr);
 }
 
+// A log that shows no failure but stops in NCCL's init: the last stage names the suspect, at low
+// confidence (a cut paste looks the same); a finished init or any error line leaves it to other rules.
+TEST(ExplainTest, AnInitThatStopsWithoutAnErrorIsAStallAtItsLastStage) {
+  const std::string boot = "h1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+                           "h1:1:1 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so)\n";
+  Explanation at_boot = ExplainLog(boot + "h1:1:1 [0] NCCL INFO NET/IB : No device found.\n");
+  EXPECT_EQ(Claim(at_boot), "socket.unreachable");
+  EXPECT_EQ(at_boot.Best()->confidence, Confidence::kLow);
+  const std::string p2p = boot +
+                          "h1:1:9 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init START\n"
+                          "h1:1:9 [0] NCCL INFO Channel 00/0 : 0[1000] -> 1[2000] via P2P/IPC\n"
+                          "h1:1:9 [0] NCCL INFO Connected all rings\n";
+  EXPECT_EQ(Claim(ExplainLog(p2p)), "p2p.unsupported");
+  EXPECT_EQ(Claim(ExplainLog(boot + "h1:1:9 [0] NCCL INFO Channel 00/0 : 0[1000] -> 2[1000] [send] via NET/Socket/0\n")),
+            "socket.wrong_interface");
+  EXPECT_EQ(ExplainLog(p2p + "h1:1:9 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n")
+                .Best(),
+            nullptr);
+  EXPECT_EQ(Claim(ExplainLog(p2p + "h1:1:9 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x "
+                                   "(size 9637888), error: No space left on device (28)\n")),
+            "shm.space");
+  EXPECT_EQ(ExplainLog("Requested train epochs: 10\n").Best(), nullptr);
+}
+
 TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   // Point-to-point work shares the sequence numbers: a SEND facing a RECV at one SeqNum is a matched pair.
   Explanation pair = ExplainLog(

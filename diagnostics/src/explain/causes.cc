@@ -91,6 +91,7 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
   CodeRules(ctx, c);
   FactRules(ctx, c);
   KnownBugRules(ctx, c);
+  InitStallRules(ctx, c);
   // Specific causes explain the generic symptoms (a closed connection, a collective timeout): keep the
   // symptom, but below them.
   std::vector<Diagnosis> out = c.Take();

@@ -68,6 +68,7 @@ void HostRules(const LineView& v, Candidates& c);                               
 // (fact_rules.cc); known NCCL bugs by version (known_bugs.cc).
 void FactRules(const RuleContext& ctx, Candidates& c);
 void KnownBugRules(const RuleContext& ctx, Candidates& c);
+void InitStallRules(const RuleContext& ctx, Candidates& c);  // stall_rules.cc
 
 // Helpers shared by the rules.
 
