@@ -386,6 +386,20 @@ TEST(ExplainTest, AnInitThatStopsWithoutAnErrorIsAStallAtItsLastStage) {
   EXPECT_EQ(ExplainLog("Requested train epochs: 10\n").Best(), nullptr);
 }
 
+// Older NCCL releases print no "file.cc:line" before "NCCL WARN"; the message catalog knows which source
+// file prints the format, so the same subsystem hint applies.
+TEST(ExplainTest, TheCatalogNamesTheSourceFileOfAWarningWithoutOne) {
+  const std::string without = "h:1:2 [0] NCCL WARN Could not find GPU with rank 3\n";
+  const std::string with = "h:1:2 [0] graph/search.cc:1000 NCCL WARN Could not find GPU with rank 3\n";
+  EXPECT_EQ(Claim(ExplainLog(without)), "topo.file");
+  EXPECT_EQ(Claim(ExplainLog(with)), "topo.file");
+  EXPECT_EQ(ExplainLog(without).Best()->confidence, Confidence::kLow);
+  Explanation old_driver =
+      ExplainLog("h:1:2 [0] NCCL WARN CUDA Driver version found is 11040. Minimum requirement is 12020\n");
+  EXPECT_EQ(Claim(old_driver), "cuda.driver_too_old");
+  EXPECT_EQ(old_driver.Best()->confidence, Confidence::kHigh);
+}
+
 TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   // Point-to-point work shares the sequence numbers: a SEND facing a RECV at one SeqNum is a matched pair.
   Explanation pair = ExplainLog(

@@ -30,7 +30,24 @@ constexpr FileHint kFileHints[] = {
     {"graph/topo", "topo.file", 40, "NCCL failed while building the topology (graph/topo.cc)"},
     {"graph/paths", "topo.file", 38, "NCCL could not place the GPUs / NICs in the topology it detected (graph/paths.cc): "
      "in VMs and containers the PCI tree NCCL reads from sysfs is incomplete; a topology file for the machine fixes it"},
+    {"graph/", "topo.file", 34, "NCCL failed in topology detection / search (graph/): the topology it read (sysfs or "
+     "NCCL_TOPO_FILE) does not describe this machine"},
+    {"misc/shmutils", "shm.space", 34, "NCCL's shared-memory segment code failed (misc/shmutils.cc): most often /dev/shm "
+     "too small or not shared between the local ranks"},
+    {"transport/shm", "shm.other", 34, "NCCL's shared-memory transport failed (transport/shm.cc)"},
+    {"transport/nvls", "nvls.fabricmanager", 36, "NCCL's NVLink SHARP (NVLS) transport failed: multicast objects need "
+     "a healthy fabric manager / IMEX"},
+    {"mnnvl", "nvls.fabricmanager", 40, "NCCL's multi-node NVLink setup failed: the IMEX service / fabric manager "
+     "configuration of the NVLink domain"},
 };
+
+// The file a NCCL warning comes from: printed before "NCCL WARN" by newer releases, else the one the message
+// catalog knows prints this format (the line of an older release is the same text).
+std::string_view WarnFile(const Message& m) {
+  if (!m.line->nccl_file.empty()) return m.line->nccl_file;
+  if (m.match.entry != nullptr && m.match.entry->source == "nccl") return m.match.entry->files;
+  return {};
+}
 
 // NCCLCHECK prints "INFO file.cc:line -> result" at every level an error passes through, deepest first: the
 // first such line of an input names the source file where the failure began. Used only as a weak hint for
@@ -175,7 +192,10 @@ void CodeRules(const RuleContext& ctx, Candidates& c) {
     // --- the NCCL source file of a warning
     if (m.line->nccl_warn && codes.empty())
       for (const FileHint& h : kFileHints)
-        if (Contains(m.line->nccl_file, h.file)) c.Hit(h.family, h.score, false, h.cause, &m);
+        if (Contains(WarnFile(m), h.file)) c.Hit(h.family, h.score, false, h.cause, &m);
+    // misc/cudawrap.cc checks the driver against the CUDA version NCCL was built for.
+    if (Contains(l, "cuda driver version found is") && Contains(l, "minimum requirement"))
+      c.Hit("cuda.driver_too_old", 82, true, "NCCL found a CUDA driver older than the minimum it was built for", &m);
   }
 }
 
