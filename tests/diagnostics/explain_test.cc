@@ -400,6 +400,36 @@ TEST(ExplainTest, TheCatalogNamesTheSourceFileOfAWarningWithoutOne) {
   EXPECT_EQ(old_driver.Best()->confidence, Confidence::kHigh);
 }
 
+// What NCCL's setup lines say together: GPUDirect RDMA on some ranks only, IB asked for but absent, a
+// crash with nothing else wrong; and the launchers' ways of saying a rank got SIGKILL.
+TEST(ExplainTest, SetupLinesReadTogether) {
+  const std::string gdr = "a:1:2 [0] NCCL INFO Channel 00/0 : 9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA\n";
+  const std::string staged = "b:1:2 [0] NCCL INFO Channel 00/0 : 2[6b000] -> 9[1a000] [send] via NET/IB/1\n";
+  EXPECT_EQ(Claim(ExplainLog(gdr + staged)), "ib.gdr");
+  EXPECT_EQ(ExplainLog(gdr).Best(), nullptr);
+  EXPECT_EQ(ExplainLog(staged).Best(), nullptr);
+
+  const std::string no_ib = "h:1:2 [0] NCCL INFO NET/IB : No device found.\n"
+                            "h:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n";
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0:1,mlx5_1:1\n" + no_ib)), "ib.no_device");
+  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.\n" + no_ib)),
+            "ib.no_device");
+  EXPECT_NE(Claim(ExplainLog(no_ib)), "ib.no_device");  // every machine without IB prints it
+
+  const std::string crash = "h:1:2 [0] NCCL INFO RAS client listening socket at ::1<28028>\n"
+                            "[h:405884] *** Process received signal ***\n";
+  EXPECT_EQ(Claim(ExplainLog(crash)), "nccl.bug");
+  EXPECT_EQ(ExplainLog(crash).Best()->confidence, Confidence::kLow);
+  EXPECT_EQ(Claim(ExplainLog("[h:405884] *** Process received signal ***\n")), "none");
+
+  EXPECT_EQ(Claim(ExplainLog("[launch.py:315:sigkill_handler] Killing subprocess 4051\n"
+                             "exits with return code = -9\n")),
+            "host.oom");
+  // An errno under an `fi_info -p efa` header is libfabric's.
+  EXPECT_EQ(Claim(ExplainLog("| Pod spec | `fi_info -p efa` |\n| WITH hostPath | -61 No data available |\n")),
+            "efa.provider");
+}
+
 TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   // Point-to-point work shares the sequence numbers: a SEND facing a RECV at one SeqNum is a matched pair.
   Explanation pair = ExplainLog(

@@ -92,6 +92,7 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
   FactRules(ctx, c);
   KnownBugRules(ctx, c);
   InitStallRules(ctx, c);
+  SetupRules(ctx, c);
   // Specific causes explain the generic symptoms (a closed connection, a collective timeout): keep the
   // symptom, but below them.
   std::vector<Diagnosis> out = c.Take();

@@ -112,6 +112,11 @@ void CodeRules(const RuleContext& ctx, Candidates& c) {
   bool efa_env = false;
   for (const auto& [k, v] : ctx.facts.env)
     if (k.rfind("FI_", 0) == 0) efa_env = true;
+  // A log about libfabric / EFA: an errno line there is libfabric's even when the line does not say so
+  // (a table row under an `fi_info -p efa` header).
+  for (const Message& m : ctx.messages)
+    if (Any(m.lower, {"fi_info", "fi_getinfo", "net/ofi", "libfabric", "aws-ofi"}) || HasWord(m.lower, "efa"))
+      efa_env = true;
   bool earlier_cuda_code = false;
   for (const Message& m : ctx.messages) {
     const std::string& l = m.lower;

@@ -74,7 +74,9 @@ void HostRules(const LineView& v, Candidates& c) {
   else if (Contains(l, "killed process"))
     c.Hit("host.oom", 60, false, "A process was killed (the wording of the kernel's OOM killer, without the OOM "
           "line)", &m);
-  else if (Any(l, {"signal 9 (sigkill)", "exitcode: -9", "sigkill", "exit code 137"}))
+  else if (Any(l, {"signal 9 (sigkill)", "exitcode: -9", "sigkill", "exit code 137", "exit status 137",
+                    "return code = -9", "return code -9", "returncode=-9", "returncode: -9", "exit code -9",
+                    "exit_code: -9", "killed by signal 9"}))
     c.Hit("host.oom", 55, false, "A rank was killed with SIGKILL (usually the host OOM killer)", &m);
 }
 

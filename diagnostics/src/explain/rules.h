@@ -69,6 +69,7 @@ void HostRules(const LineView& v, Candidates& c);                               
 void FactRules(const RuleContext& ctx, Candidates& c);
 void KnownBugRules(const RuleContext& ctx, Candidates& c);
 void InitStallRules(const RuleContext& ctx, Candidates& c);  // stall_rules.cc
+void SetupRules(const RuleContext& ctx, Candidates& c);      // setup_rules.cc
 
 // Helpers shared by the rules.
 
