@@ -1,4 +1,4 @@
-#include "host_transport.h"
+#include "shm/shm_transport.h"
 
 #include <linux/futex.h>
 #include <sched.h>
@@ -17,14 +17,13 @@
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
-namespace commkit::comm::host {
+namespace commkit::comm {
 
 namespace {
 
 constexpr std::uint32_t kMagic = 0x43484b53;  // "SKHC"
 constexpr std::uint32_t kFrameMagic = 0x50325046;
 constexpr std::size_t kPage = 4096;
-constexpr std::string_view kShrinkHint = "shrink the host backend's buffers with COMMKIT_HOST_SLOT_BYTES=262144";
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
@@ -55,72 +54,122 @@ static_assert(sizeof(Frame) == 16);
 
 }  // namespace
 
-struct Control {
+
+// The first page of every rank's segment. `gave_up` and `reason` say that this rank stopped waiting
+// in a round (kGaveUpRound: a round wait timed out) or for good (kGaveUpAborted: Abort()).
+struct ShmTransport::Control {
   PaddedCounter reduced, done;
   alignas(64) std::atomic<std::uint32_t> futex{0};
   std::atomic<std::uint32_t> waiters{0};
-  std::atomic<std::uint32_t> aborted{0};
+  std::atomic<std::uint32_t> gave_up{0};  // written last (release), after `reason`
   std::uint32_t magic = 0;
   std::int32_t pid = 0;
-  char abort_reason[256] = {};
+  char reason[256] = {};
 };
-static_assert(sizeof(Control) <= kPage);
+
+namespace {
+constexpr std::uint32_t kGaveUpRound = 1;
+constexpr std::uint32_t kGaveUpAborted = 2;
+}  // namespace
 
 // A round's arrival and its fingerprint share one cache line, the one a peer polls: an arriving rank
 // costs its peers one cache-line transfer, not one for a counter and one for the fingerprint.
-struct SlotHeader {
+struct ShmTransport::SlotHeader {
   std::atomic<std::uint64_t> step;  // written last (release): the round this slot now holds
   std::uint64_t fingerprint;
-  alignas(16) std::uint8_t inline_data[Transport::kInlineBytes];  // a payload this small travels here
+  alignas(16) std::uint8_t inline_data[ShmTransport::kInlineBytes];  // a payload this small travels here
 };
-static_assert(sizeof(SlotHeader) == 64);
 
-Transport::~Transport() = default;
+ShmTransport::~ShmTransport() = default;
 
-Control& Transport::Ctl(int q) const { return *reinterpret_cast<Control*>(segments_[q].data()); }
+ShmTransport::Control& ShmTransport::Ctl(int q) const { return *reinterpret_cast<Control*>(segments_[q].data()); }
 
-std::atomic<std::uint64_t>& Transport::Written(int sender, int receiver) const {
+std::atomic<std::uint64_t>& ShmTransport::Written(int sender, int receiver) const {
   return reinterpret_cast<PaddedCounter*>(segments_[sender].data() + kPage)[receiver].value;
 }
-std::atomic<std::uint64_t>& Transport::Consumed(int receiver, int sender) const {
+std::atomic<std::uint64_t>& ShmTransport::Consumed(int receiver, int sender) const {
   return reinterpret_cast<PaddedCounter*>(segments_[receiver].data() + kPage + 64 * size_)[sender].value;
 }
-std::uint8_t* Transport::Ring(int sender, int receiver) const {
+std::uint8_t* ShmTransport::Ring(int sender, int receiver) const {
   return segments_[sender].data() + ring_offset_ + options_.ring_bytes * receiver;
 }
-SlotHeader& Transport::Header(int q, std::uint64_t step) const {
+ShmTransport::SlotHeader& ShmTransport::Header(int q, std::uint64_t step) const {
   return *reinterpret_cast<SlotHeader*>(segments_[q].data() + slot_offset_ + slot_stride_ * (step % 2));
 }
-std::uint8_t* Transport::SlotData(int q, std::uint64_t step) const {
+std::uint8_t* ShmTransport::SlotData(int q, std::uint64_t step) const {
   return segments_[q].data() + slot_offset_ + slot_stride_ * (step % 2) + sizeof(SlotHeader);
 }
-const std::uint8_t* Transport::Peer(int q) const { return SlotData(q, step_ + 1); }
-std::uint8_t* Transport::InlineData() { return Header(rank_, step_ + 1).inline_data; }
-const std::uint8_t* Transport::PeerInline(int q) const { return Header(q, step_ + 1).inline_data; }
+const std::uint8_t* ShmTransport::Peer(int q) const { return SlotData(q, step_ + 1); }
+std::uint8_t* ShmTransport::InlineData() { return Header(rank_, step_ + 1).inline_data; }
+const std::uint8_t* ShmTransport::PeerInline(int q) const { return Header(q, step_ + 1).inline_data; }
 
-void Transport::Wake() {
+void ShmTransport::Wake() {
   Control& c = Ctl(rank_);
   c.futex.fetch_add(1);
   if (c.waiters.load() > 0) Futex(&c.futex, FUTEX_WAKE, INT_MAX, nullptr);
 }
 
-Status Transport::PeerGone(int q, const char* what) {
-  Control& c = Ctl(q);
-  if (c.aborted.load() != 0)
-    return Status::Aborted(StrCat("rank ", Name(q), " aborted (", std::string(c.abort_reason, strnlen(c.abort_reason, sizeof(c.abort_reason))),
-                                  ") while rank ", Name(rank_), " waited for it to ", what));
+std::string ShmTransport::AbortReason() {
+  std::lock_guard<std::mutex> lock(abort_mu_);
+  return abort_reason_;
+}
+
+void ShmTransport::GiveUp(std::string_view reason) {
+  Control& c = Ctl(rank_);
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);  // Abort() may run on another thread
+    // The first reason stays (peers may be reading it); an Abort() after a failed round still raises
+    // the mark, which also ends the peers' sends and receives to this rank.
+    const std::uint32_t now = c.gave_up.load(std::memory_order_relaxed);
+    const std::uint32_t mark = aborted_.load() ? kGaveUpAborted : kGaveUpRound;
+    if (now >= mark) return;
+    if (now == 0) {
+      std::size_t n = std::min(reason.size(), sizeof(c.reason) - 1);
+      std::memcpy(c.reason, reason.data(), n);
+      c.reason[n] = '\0';
+    }
+    c.gave_up.store(mark, std::memory_order_release);
+  }
+  Wake();
+}
+
+Status ShmTransport::RoundFailed(Status s) {
+  GiveUp(s.message());
+  return s;
+}
+
+Status ShmTransport::PeerGone(int q, const char* what) {
   int pid = pids_[q];
   if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH)
-    return Status::RemoteError(StrCat("rank ", Name(q), " (pid ", pid, ") exited while rank ", Name(rank_), " waited for it to ", what));
+    return Status::RemoteError(StrCat(options_.label, ": rank ", Name(q), " (pid ", pid, ") exited while rank ", Name(rank_),
+                                      " waited for it to ", what));
+  return Status::Ok();
+}
+
+// Any peer, not only the one waited for (which may be the one that never comes). A send or receive
+// fails only when its own peer aborted: a peer's failed collective does not end its point-to-point.
+Status ShmTransport::PeerGaveUp(int waited_for, const char* what, bool round) {
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_ || (!round && q != waited_for)) continue;
+    Control& c = Ctl(q);
+    const std::uint32_t g = c.gave_up.load(std::memory_order_acquire);
+    if (g == 0 || (!round && g != kGaveUpAborted)) continue;
+    const std::string reason(c.reason, strnlen(c.reason, sizeof(c.reason)));
+    if (!round)
+      return Status::Aborted(StrCat(options_.label, ": rank ", Name(q), " aborted (", reason, ") while rank ", Name(rank_),
+                                    " waited for it to ", what));
+    return Status::Timeout(StrCat(options_.label, ": rank ", Name(q), " gave up on this collective (", reason, ") while rank ",
+                                  Name(rank_), " waited for rank ", Name(waited_for), " to ", what));
+  }
   return Status::Ok();
 }
 
 template <typename Ready>
-Status Transport::WaitOn(int q, Ready ready, Deadline deadline, const char* what) {
+Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* what, bool round) {
   if (ready()) return Status::Ok();
   if (spin_) {
     // Ranks have a core each: a peer that is a few microseconds behind is cheaper to spin for.
-    auto until = Clock::now() + std::chrono::microseconds(40);
+    auto until = Clock::now() + options_.spin;
     do {
       for (int i = 0; i < 64; ++i) {
         if (ready()) return Status::Ok();
@@ -142,14 +191,19 @@ Status Transport::WaitOn(int q, Ready ready, Deadline deadline, const char* what
       c.waiters.fetch_sub(1);
       return Status::Ok();
     }
-    timespec ts{0, 2'000'000};  // also bounds a missed wake-up
+    timespec ts{0, 2'000'000};  // also bounds a missed wake-up, and how late a peer's giving up is seen
     Futex(&c.futex, FUTEX_WAIT, seen, &ts);
     c.waiters.fetch_sub(1);
     if (ready()) return Status::Ok();
-    if (aborted_.load()) return Status::Aborted(StrCat("host backend aborted: ", abort_reason_));
+    if (aborted_.load()) return Status::Aborted(StrCat(options_.label, " aborted: ", AbortReason()));
+    if (Status gave_up = PeerGaveUp(q, what, round); !gave_up.ok()) {
+      // The peer may have given up because the awaited rank died: that is the cause to report.
+      COMMKIT_RETURN_IF_ERROR(PeerGone(q, what));
+      return gave_up;
+    }
     auto now = Clock::now();
     if (now >= deadline)
-      return Status::Timeout(StrCat("host backend: rank ", Name(rank_), " timed out waiting for rank ", Name(q), " to ", what));
+      return Status::Timeout(StrCat(options_.label, ": rank ", Name(rank_), " timed out waiting for rank ", Name(q), " to ", what));
     if (now >= next_check) {
       next_check = now + std::chrono::milliseconds(100);
       COMMKIT_RETURN_IF_ERROR(PeerGone(q, what));
@@ -157,7 +211,7 @@ Status Transport::WaitOn(int q, Ready ready, Deadline deadline, const char* what
   }
 }
 
-Result<std::uint8_t*> Transport::Begin(Deadline deadline) {
+Result<std::uint8_t*> ShmTransport::Begin(Deadline deadline) {
   const std::uint64_t s = step_ + 1;
   // This slot was last read in round s-2. A peer that posted round s-1 had finished round s-2 (a rank
   // runs its rounds in order), so when the last WaitPosted saw every peer there, nothing to wait for.
@@ -165,14 +219,15 @@ Result<std::uint8_t*> Transport::Begin(Deadline deadline) {
     for (int q = 0; q < size_; ++q) {
       if (q == rank_) continue;
       std::atomic<std::uint64_t>& done = Ctl(q).done.value;
-      COMMKIT_RETURN_IF_ERROR(WaitOn(q, [&] { return done.load(std::memory_order_acquire) >= s - 2; }, deadline,
-                                     "finish reading this rank's previous buffer"));
+      Status st = WaitOn(q, [&] { return done.load(std::memory_order_acquire) >= s - 2; }, deadline,
+                         "finish reading this rank's previous buffer", true);
+      if (!st.ok()) return RoundFailed(std::move(st));
     }
   }
   return SlotData(rank_, s);
 }
 
-void Transport::Post(std::uint64_t fingerprint) {
+void ShmTransport::Post(std::uint64_t fingerprint) {
   const std::uint64_t s = step_ + 1;
   SlotHeader& h = Header(rank_, s);
   h.fingerprint = fingerprint;
@@ -180,13 +235,20 @@ void Transport::Post(std::uint64_t fingerprint) {
   Wake();
 }
 
-Status Transport::WaitPosted(Deadline deadline) {
+Status ShmTransport::WaitPosted(Deadline deadline) {
   const std::uint64_t s = step_ + 1;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     std::atomic<std::uint64_t>& posted = Header(q, s).step;
-    COMMKIT_RETURN_IF_ERROR(
-        WaitOn(q, [&] { return posted.load(std::memory_order_acquire) >= s; }, deadline, "arrive at this collective"));
+    Status st = WaitOn(q, [&] { return posted.load(std::memory_order_acquire) >= s; }, deadline,
+                       "arrive at this collective", true);
+    if (!st.ok()) {
+      // Withdrawn: a peer that arrives later waits for this post, sees that this rank gave up and
+      // fails, instead of completing a round this rank reports as failed. (One that saw the post
+      // already completes it.)
+      Header(rank_, s).step.store(s > 2 ? s - 2 : 0, std::memory_order_release);
+      return RoundFailed(std::move(st));
+    }
   }
   all_posted_ = s;
   // When the fingerprints are not all equal, every rank differs from at least one other: all ranks
@@ -194,30 +256,31 @@ Status Transport::WaitPosted(Deadline deadline) {
   const std::uint64_t mine = Header(rank_, s).fingerprint;
   for (int q = 0; q < size_; ++q) {
     if (Header(q, s).fingerprint != mine)
-      return Status::Mismatch(StrCat("host backend: rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
+      return Status::Mismatch(StrCat(options_.label, ": rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
   }
   return Status::Ok();
 }
 
-void Transport::SignalReduced() {
+void ShmTransport::SignalReduced() {
   Ctl(rank_).reduced.value.store(step_ + 1, std::memory_order_release);
   Wake();
 }
 
-Status Transport::WaitReduced(Deadline deadline, int only) {
+Status ShmTransport::WaitReduced(Deadline deadline, int only) {
   const std::uint64_t s = step_ + 1;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_ || (only >= 0 && q != only)) continue;
     std::atomic<std::uint64_t>& reduced = Ctl(q).reduced.value;
-    COMMKIT_RETURN_IF_ERROR(WaitOn(q, [&] { return reduced.load(std::memory_order_acquire) >= s; }, deadline,
-                                   "finish its part of the reduction"));
+    Status st = WaitOn(q, [&] { return reduced.load(std::memory_order_acquire) >= s; }, deadline,
+                       "finish its part of the reduction", true);
+    if (!st.ok()) return RoundFailed(std::move(st));
   }
   return Status::Ok();
 }
 
 // No wake-up: a peer waits for `done` only in a Begin() whose previous round failed (see Begin), and
 // its sleep is bounded by the futex timeout; every round's success path skips the atomic increment.
-void Transport::Finish() {
+void ShmTransport::Finish() {
   ++step_;
   Ctl(rank_).done.value.store(step_, std::memory_order_release);
 }
@@ -227,7 +290,8 @@ void Transport::Finish() {
 // owns `written` (in its segment), the receiver owns `consumed` (in its own), so each cache line has
 // one writer. Frames: a 16-byte header (tag, size) and the payload, streamed through the ring.
 
-Status Transport::Send(int peer, int tag, const void* data, std::size_t bytes, Deadline deadline) {
+Status ShmTransport::Send(int peer, int tag, const void* data, std::size_t bytes, Deadline deadline) {
+  if (options_.ring_bytes == 0) return Status::NotSupported(StrCat(options_.label, ": this shared-memory transport has no send/recv rings"));
   std::lock_guard<std::mutex> lock(send_mu_[peer]);
   const std::size_t cap = options_.ring_bytes;
   std::uint8_t* ring = Ring(rank_, peer);
@@ -255,7 +319,8 @@ Status Transport::Send(int peer, int tag, const void* data, std::size_t bytes, D
   return put(static_cast<const std::uint8_t*>(data), bytes);
 }
 
-Status Transport::Recv(int peer, int tag, void* data, std::size_t bytes, Deadline deadline) {
+Status ShmTransport::Recv(int peer, int tag, void* data, std::size_t bytes, Deadline deadline) {
+  if (options_.ring_bytes == 0) return Status::NotSupported(StrCat(options_.label, ": this shared-memory transport has no send/recv rings"));
   std::lock_guard<std::mutex> lock(recv_mu_[peer]);
   const std::size_t cap = options_.ring_bytes;
   const std::uint8_t* ring = Ring(peer, rank_);
@@ -277,10 +342,10 @@ Status Transport::Recv(int peer, int tag, void* data, std::size_t bytes, Deadlin
   Frame frame{};
   copy_out(reinterpret_cast<std::uint8_t*>(&frame), c, sizeof(frame));
   if (frame.magic != kFrameMagic)
-    return Status::DataLoss(StrCat("host backend: corrupt send/recv frame from rank ", Name(peer), " (memory overwritten?)"));
+    return Status::DataLoss(StrCat(options_.label, ": corrupt send/recv frame from rank ", Name(peer), " (memory overwritten?)"));
   if (frame.tag != tag || frame.bytes != bytes)
     // The frame stays in the ring: a matching recv still gets it.
-    return Status::Mismatch(StrCat("host backend: rank ", Name(peer), "'s next message to rank ", Name(rank_), " has tag ", frame.tag,
+    return Status::Mismatch(StrCat(options_.label, ": rank ", Name(peer), "'s next message to rank ", Name(rank_), " has tag ", frame.tag,
                                    " and ", frame.bytes, " bytes, but this recv expects tag ", tag, " and ", bytes,
                                    " bytes; sends and receives between two ranks must be posted in the same order"));
   c += sizeof(Frame);
@@ -302,40 +367,60 @@ Status Transport::Recv(int peer, int tag, void* data, std::size_t bytes, Deadlin
   }
   return Status::Ok();
 }
-
-void Transport::Abort(std::string_view reason) {
-  if (aborted_.exchange(true)) return;
-  abort_reason_ = std::string(reason);
-  Control& c = Ctl(rank_);
-  std::size_t n = std::min(reason.size(), sizeof(c.abort_reason) - 1);
-  std::memcpy(c.abort_reason, reason.data(), n);
-  c.abort_reason[n] = '\0';
-  c.aborted.store(1);
-  Wake();
+void ShmTransport::Abort(std::string_view reason) {
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_.load()) return;
+    abort_reason_ = std::string(reason);
+    aborted_.store(true);
+  }
+  GiveUp(StrCat("aborted: ", reason));
 }
 
 // ---------------------------------------------------------------------------------------------------
 
-Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx, const TransportOptions& options) {
-  std::unique_ptr<Transport> t(new Transport());
-  const int me = ctx.rank, p = ctx.size;
+ShmExchange StoreExchange(const BackendContext& ctx, std::string prefix) {
+  return [store = ctx.store, rank = ctx.rank, size = ctx.size, timeout = ctx.timeout, prefix = std::move(prefix)](
+             std::string_view step, const std::string& mine) -> Result<std::vector<std::string>> {
+    COMMKIT_RETURN_IF_ERROR(store->Set(StrCat(prefix, step, "/", rank), mine));
+    std::vector<std::string> keys;
+    for (int q = 0; q < size; ++q) keys.push_back(StrCat(prefix, step, "/", q));
+    return store->MultiGet(keys, timeout);
+  };
+}
+
+namespace {
+// The control page, and with send/recv one ring counter pair per peer.
+std::size_t ControlBytes(int ranks, std::size_t ring_bytes) {
+  return ring_bytes == 0 ? kPage : AlignUp(kPage + 2 * 64 * static_cast<std::size_t>(ranks), kPage);
+}
+}  // namespace
+
+std::size_t ShmTransport::SlotBytesWithin(std::size_t segment_bytes) {
+  if (segment_bytes < ControlBytes(1, 0) + 2 * kPage) return 0;
+  // Two slots, each a page multiple holding its header line and the data.
+  const std::size_t stride = (segment_bytes - ControlBytes(1, 0)) / 2 / kPage * kPage;
+  return stride - sizeof(SlotHeader);
+}
+
+Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const std::string& group,
+                                                            const ShmExchange& exchange, const ShmTransportOptions& options) {
+  static_assert(sizeof(Control) <= kPage);
+  static_assert(sizeof(SlotHeader) == 64);
+  std::unique_ptr<ShmTransport> t(new ShmTransport());
   t->rank_ = me;
   t->size_ = p;
   t->options_ = options;
-  t->ctrl_bytes_ = AlignUp(kPage + 2 * 64 * static_cast<std::size_t>(p), kPage);
+  t->ctrl_bytes_ = ControlBytes(p, options.ring_bytes);
   t->ring_offset_ = t->ctrl_bytes_;
   t->slot_offset_ = AlignUp(t->ring_offset_ + options.ring_bytes * p, kPage);
   t->slot_stride_ = AlignUp(sizeof(SlotHeader) + options.slot_bytes, kPage);
   t->segment_bytes_ = t->slot_offset_ + 2 * t->slot_stride_;
   t->send_mu_.reset(new std::mutex[p]);
   t->recv_mu_.reset(new std::mutex[p]);
-  const std::string who = StrCat("host backend, rank ", me, "/", p, " of ", ctx.group_name);
-  Store& store = *ctx.store;
-  auto all_keys = [&](std::string_view what) {
-    std::vector<std::string> keys;
-    for (int q = 0; q < p; ++q) keys.push_back(StrCat("host/", what, "/", q));
-    return keys;
-  };
+  const std::string who = StrCat(options.label, ", rank ", me, "/", p, " of ", group);
+  const std::string set_the_same =
+      options.size_setting.empty() ? std::string() : StrCat(": set ", options.size_setting, " the same on every rank");
 
   // 1. Who shares this host's /dev/shm: hostname, boot id, IPC and mount namespaces.
   std::string token;
@@ -344,11 +429,10 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
     token = StrCat(std::hex, (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid()));
   }
   std::string domain = shm::ShmDomain();
-  COMMKIT_RETURN_IF_ERROR(store.Set(StrCat("host/id/", me), StrCat(domain, "\n", ::getpid(), "\n", shm::PidNamespace(), "\n",
-                                                                   token, "\n", t->segment_bytes_))
-                              .WithContext(who));
-  auto ids = store.MultiGet(all_keys("id"), ctx.timeout);
+  auto ids = exchange("id", StrCat(domain, "\n", ::getpid(), "\n", shm::PidNamespace(), "\n", token, "\n", t->segment_bytes_));
   if (!ids.ok()) return ids.status().WithContext(StrCat(who, ": waiting for every rank to arrive"));
+  if (ids->size() != static_cast<std::size_t>(p))
+    return Status::Internal(StrCat(who, ": the exchange returned ", ids->size(), " entries for ", p, " ranks"));
   std::map<std::string, std::vector<int>> hosts;
   std::vector<std::vector<std::string>> fields(p);
   for (int q = 0; q < p; ++q) {
@@ -364,13 +448,13 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
       parts.push_back(StrCat("ranks ", Join(rs, ","), " on ", id.substr(0, id.find('|'))));
     }
     return Status::Unavailable(StrCat(who, ": the ranks do not share one host's /dev/shm (", Join(parts, "; "),
-                                      "; same host name means different containers or IPC namespaces). The host "
-                                      "backend works within one host; use gloo or mpi across hosts"));
+                                      "; same host name means different containers or IPC namespaces). Shared "
+                                      "memory works within one host; use gloo or mpi across hosts"));
   }
   for (int q = 0; q < p; ++q) {
     if (fields[q][4] != fields[me][4])
       return Status::Mismatch(StrCat(who, ": rank ", q, " uses a ", fields[q][4], "-byte segment and rank ", me, " a ",
-                                     fields[me][4], "-byte one: set COMMKIT_HOST_SLOT_BYTES the same on every rank"));
+                                     fields[me][4], "-byte one", set_the_same));
     auto pid = ParseInt(fields[q][1]);
     t->pids_.push_back(pid && fields[q][2] == fields[me][2] ? static_cast<int>(*pid) : 0);
   }
@@ -380,15 +464,16 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
 
   // 2. This rank's segment; every rank learns whether every other one got its memory.
   t->segments_.resize(p);
-  auto mine = shm::ShmSegment::Create(name(me), t->segment_bytes_, kShrinkHint);
+  const std::string shrink =
+      options.size_setting.empty() ? std::string() : StrCat("shrink the ", options.label, "'s buffers with ", options.size_setting, "=262144");
+  auto mine = shm::ShmSegment::Create(name(me), t->segment_bytes_, shrink);
   if (mine.ok()) {
     t->segments_[me] = std::move(mine).value();
     Control* c = new (t->segments_[me].data()) Control();
     c->pid = ::getpid();
     c->magic = kMagic;
   }
-  COMMKIT_RETURN_IF_ERROR(store.Set(StrCat("host/ready/", me), mine.ok() ? "ok" : mine.status().ToString()).WithContext(who));
-  auto ready = store.MultiGet(all_keys("ready"), ctx.timeout);
+  auto ready = exchange("ready", mine.ok() ? "ok" : mine.status().ToString());
   if (!ready.ok()) return ready.status().WithContext(StrCat(who, ": waiting for every rank's shared memory"));
   for (int q = 0; q < p; ++q)
     if ((*ready)[q] != "ok")
@@ -398,7 +483,7 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
   std::string mapped = "ok";
   for (int q = 0; q < p && mapped == "ok"; ++q) {
     if (q == me) continue;
-    auto seg = shm::ShmSegment::Open(name(q), t->segment_bytes_, "COMMKIT_HOST_SLOT_BYTES");
+    auto seg = shm::ShmSegment::Open(name(q), t->segment_bytes_, options.size_setting);
     if (!seg.ok()) {
       mapped = seg.status().ToString();
     } else if (reinterpret_cast<Control*>(seg->data())->magic != kMagic) {
@@ -407,8 +492,7 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
       t->segments_[q] = std::move(seg).value();
     }
   }
-  COMMKIT_RETURN_IF_ERROR(store.Set(StrCat("host/mapped/", me), mapped).WithContext(who));
-  auto maps = store.MultiGet(all_keys("mapped"), ctx.timeout);
+  auto maps = exchange("mapped", mapped);
   t->segments_[me].Unlink();
   if (!maps.ok()) return maps.status().WithContext(StrCat(who, ": waiting for every rank to map the segments"));
   for (int q = 0; q < p; ++q)
@@ -421,4 +505,4 @@ Result<std::unique_ptr<Transport>> Transport::Connect(const BackendContext& ctx,
   return t;
 }
 
-}  // namespace commkit::comm::host
+}  // namespace commkit::comm
