@@ -24,6 +24,8 @@ namespace {
 constexpr std::uint32_t kMagic = 0x43484b53;  // "SKHC"
 constexpr std::uint32_t kFrameMagic = 0x50325046;
 constexpr std::size_t kPage = 4096;
+// How long a wait yields before it sleeps when ranks outnumber cores.
+constexpr std::chrono::microseconds kYieldFor{1000};
 
 struct alignas(64) PaddedCounter {
   std::atomic<std::uint64_t> value{0};
@@ -177,10 +179,15 @@ Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* w
       }
     } while (Clock::now() < until);
   } else {
-    for (int i = 0; i < 3; ++i) {
-      ::sched_yield();
-      if (ready()) return Status::Ok();
-    }
+    // More ranks than cores: the awaited rank may need this core. Yielding hands it over and stays
+    // cheaper than a futex sleep and wake-up while the peer is only a time slice behind.
+    auto until = Clock::now() + kYieldFor;
+    do {
+      for (int i = 0; i < 16; ++i) {
+        ::sched_yield();
+        if (ready()) return Status::Ok();
+      }
+    } while (Clock::now() < until);
   }
   Control& c = Ctl(q);
   auto next_check = Clock::now() + std::chrono::milliseconds(100);
