@@ -170,7 +170,12 @@ template <typename Ready>
 Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* what, bool round) {
   if (ready()) return Status::Ok();
   if (spin_) {
-    // Ranks have a core each: a peer that is a few microseconds behind is cheaper to spin for.
+    // Ranks have a core each: a peer that is a few microseconds behind is cheaper to spin for. The
+    // first polls read no clock (a read costs 30-80 ns here, a visible part of a small collective).
+    for (int i = 0; i < 64; ++i) {
+      CpuRelax();
+      if (ready()) return Status::Ok();
+    }
     auto until = Clock::now() + options_.spin;
     do {
       for (int i = 0; i < 64; ++i) {

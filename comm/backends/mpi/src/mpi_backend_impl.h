@@ -384,9 +384,9 @@ class MpiBackend final : public Backend {
   std::unique_ptr<ShmTransport> ConnectShm();
   // Every collective's meeting in the slots (mpi_shm_collectives.cc): this rank publishes the call's
   // fingerprint and `bytes` of `data` (scaled by `scale` unless it is 1: PREMUL_SUM), then waits for
-  // every rank's, bounded by the call's deadline and Abort(). `most`: the most any rank publishes,
-  // where other ranks publish more than this one (it decides, alike on every rank, whether the data
-  // travels inline). Mismatch, on every rank alike, when the fingerprints differ; then no data has
+  // every rank's, bounded by the call's deadline and Abort(). `most`: when other ranks publish more
+  // than `bytes`, the most any rank does (every rank must decide alike whether the data travels in
+  // the header line). Mismatch, on every rank alike, when the fingerprints differ; then no data has
   // moved and the group stays usable.
   Status Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale = 1, std::size_t most = 0);
   // Rank q's data in the current round's slots.
