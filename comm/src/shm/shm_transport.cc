@@ -460,8 +460,7 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const
       parts.push_back(StrCat("ranks ", Join(rs, ","), " on ", id.substr(0, id.find('|'))));
     }
     return Status::Unavailable(StrCat(who, ": the ranks do not share one host's /dev/shm (", Join(parts, "; "),
-                                      "; same host name means different containers or IPC namespaces). Shared "
-                                      "memory works within one host; use gloo or mpi across hosts"));
+                                      "; same host name means different containers or IPC namespaces)"));
   }
   for (int q = 0; q < p; ++q) {
     if (fields[q][4] != fields[me][4])
