@@ -26,10 +26,9 @@ constexpr std::uint32_t kFrameMagic = 0x50325046;
 constexpr std::size_t kPage = 4096;
 // How long a wait yields before it sleeps when ranks outnumber cores.
 constexpr std::chrono::microseconds kYieldFor{1000};
-
-struct alignas(64) PaddedCounter {
-  std::atomic<std::uint64_t> value{0};
-};
+// Control::gave_up: this rank's round wait failed (timeout), or it was aborted.
+constexpr std::uint32_t kGaveUpRound = 1;
+constexpr std::uint32_t kGaveUpAborted = 2;
 
 std::size_t AlignUp(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
@@ -56,35 +55,7 @@ static_assert(sizeof(Frame) == 16);
 
 }  // namespace
 
-
-// The first page of every rank's segment. `gave_up` and `reason` say that this rank stopped waiting
-// in a round (kGaveUpRound: a round wait timed out) or for good (kGaveUpAborted: Abort()).
-struct ShmTransport::Control {
-  PaddedCounter reduced, done;
-  alignas(64) std::atomic<std::uint32_t> futex{0};
-  std::atomic<std::uint32_t> waiters{0};
-  std::atomic<std::uint32_t> gave_up{0};  // written last (release), after `reason`
-  std::uint32_t magic = 0;
-  std::int32_t pid = 0;
-  char reason[256] = {};
-};
-
-namespace {
-constexpr std::uint32_t kGaveUpRound = 1;
-constexpr std::uint32_t kGaveUpAborted = 2;
-}  // namespace
-
-// A round's arrival and its fingerprint share one cache line, the one a peer polls: an arriving rank
-// costs its peers one cache-line transfer, not one for a counter and one for the fingerprint.
-struct ShmTransport::SlotHeader {
-  std::atomic<std::uint64_t> step;  // written last (release): the round this slot now holds
-  std::uint64_t fingerprint;
-  alignas(16) std::uint8_t inline_data[ShmTransport::kInlineBytes];  // a payload this small travels here
-};
-
 ShmTransport::~ShmTransport() = default;
-
-ShmTransport::Control& ShmTransport::Ctl(int q) const { return *reinterpret_cast<Control*>(segments_[q].data()); }
 
 std::atomic<std::uint64_t>& ShmTransport::Written(int sender, int receiver) const {
   return reinterpret_cast<PaddedCounter*>(segments_[sender].data() + kPage)[receiver].value;
@@ -95,21 +66,7 @@ std::atomic<std::uint64_t>& ShmTransport::Consumed(int receiver, int sender) con
 std::uint8_t* ShmTransport::Ring(int sender, int receiver) const {
   return segments_[sender].data() + ring_offset_ + options_.ring_bytes * receiver;
 }
-ShmTransport::SlotHeader& ShmTransport::Header(int q, std::uint64_t step) const {
-  return *reinterpret_cast<SlotHeader*>(segments_[q].data() + slot_offset_ + slot_stride_ * (step % 2));
-}
-std::uint8_t* ShmTransport::SlotData(int q, std::uint64_t step) const {
-  return segments_[q].data() + slot_offset_ + slot_stride_ * (step % 2) + sizeof(SlotHeader);
-}
-const std::uint8_t* ShmTransport::Peer(int q) const { return SlotData(q, step_ + 1); }
-std::uint8_t* ShmTransport::InlineData() { return Header(rank_, step_ + 1).inline_data; }
-const std::uint8_t* ShmTransport::PeerInline(int q) const { return Header(q, step_ + 1).inline_data; }
-
-void ShmTransport::Wake() {
-  Control& c = Ctl(rank_);
-  c.futex.fetch_add(1);
-  if (c.waiters.load() > 0) Futex(&c.futex, FUTEX_WAKE, INT_MAX, nullptr);
-}
+void ShmTransport::WakeSleepers() { Futex(&Ctl(rank_).futex, FUTEX_WAKE, INT_MAX, nullptr); }
 
 std::string ShmTransport::AbortReason() {
   std::lock_guard<std::mutex> lock(abort_mu_);
@@ -223,31 +180,19 @@ Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* w
   }
 }
 
-Result<std::uint8_t*> ShmTransport::Begin(Deadline deadline) {
+Result<std::uint8_t*> ShmTransport::WaitForSlot(Deadline deadline) {
   const std::uint64_t s = step_ + 1;
-  // This slot was last read in round s-2. A peer that posted round s-1 had finished round s-2 (a rank
-  // runs its rounds in order), so when the last WaitPosted saw every peer there, nothing to wait for.
-  if (s > 2 && all_posted_ < s - 1) {
-    for (int q = 0; q < size_; ++q) {
-      if (q == rank_) continue;
-      std::atomic<std::uint64_t>& done = Ctl(q).done.value;
-      Status st = WaitOn(q, [&] { return done.load(std::memory_order_acquire) >= s - 2; }, deadline,
-                         "finish reading this rank's previous buffer", true);
-      if (!st.ok()) return RoundFailed(std::move(st));
-    }
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    std::atomic<std::uint64_t>& done = Ctl(q).done.value;
+    Status st = WaitOn(q, [&] { return done.load(std::memory_order_acquire) >= s - 2; }, deadline,
+                       "finish reading this rank's previous buffer", true);
+    if (!st.ok()) return RoundFailed(std::move(st));
   }
   return SlotData(rank_, s);
 }
 
-void ShmTransport::Post(std::uint64_t fingerprint) {
-  const std::uint64_t s = step_ + 1;
-  SlotHeader& h = Header(rank_, s);
-  h.fingerprint = fingerprint;
-  h.step.store(s, std::memory_order_release);
-  Wake();
-}
-
-Status ShmTransport::WaitPosted(Deadline deadline) {
+Status ShmTransport::WaitForPosts(Deadline deadline) {
   const std::uint64_t s = step_ + 1;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
@@ -262,20 +207,11 @@ Status ShmTransport::WaitPosted(Deadline deadline) {
       return RoundFailed(std::move(st));
     }
   }
-  all_posted_ = s;
-  // When the fingerprints are not all equal, every rank differs from at least one other: all ranks
-  // report the mismatch in the same round, and finish it, so the round counters stay aligned.
-  const std::uint64_t mine = Header(rank_, s).fingerprint;
-  for (int q = 0; q < size_; ++q) {
-    if (Header(q, s).fingerprint != mine)
-      return Status::Mismatch(StrCat(options_.label, ": rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
-  }
-  return Status::Ok();
+  return ComparePosts();
 }
 
-void ShmTransport::SignalReduced() {
-  Ctl(rank_).reduced.value.store(step_ + 1, std::memory_order_release);
-  Wake();
+Status ShmTransport::Mismatched(int q) const {
+  return Status::Mismatch(StrCat(options_.label, ": rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
 }
 
 Status ShmTransport::WaitReduced(Deadline deadline, int only) {
@@ -288,13 +224,6 @@ Status ShmTransport::WaitReduced(Deadline deadline, int only) {
     if (!st.ok()) return RoundFailed(std::move(st));
   }
   return Status::Ok();
-}
-
-// No wake-up: a peer waits for `done` only in a Begin() whose previous round failed (see Begin), and
-// its sleep is bounded by the futex timeout; every round's success path skips the atomic increment.
-void ShmTransport::Finish() {
-  ++step_;
-  Ctl(rank_).done.value.store(step_, std::memory_order_release);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -418,7 +347,6 @@ std::size_t ShmTransport::SlotBytesWithin(std::size_t segment_bytes) {
 Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const std::string& group,
                                                             const ShmExchange& exchange, const ShmTransportOptions& options) {
   static_assert(sizeof(Control) <= kPage);
-  static_assert(sizeof(SlotHeader) == 64);
   std::unique_ptr<ShmTransport> t(new ShmTransport());
   t->rank_ = me;
   t->size_ = p;
