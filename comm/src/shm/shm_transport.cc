@@ -100,8 +100,8 @@ Status ShmTransport::RoundFailed(Status s) {
 Status ShmTransport::PeerGone(int q, const char* what) {
   int pid = pids_[q];
   if (pid > 0 && pid != ::getpid() && ::kill(pid, 0) != 0 && errno == ESRCH)
-    return Status::RemoteError(StrCat(options_.label, ": rank ", Name(q), " (pid ", pid, ") exited while rank ", Name(rank_),
-                                      " waited for it to ", what));
+    return Status::RemoteError(StrCat(options_.label, ": rank ", Name(q), " (pid ", pid, ") exited while rank ",
+                                      Name(rank_), " waited for it to ", what));
   return Status::Ok();
 }
 
@@ -115,10 +115,10 @@ Status ShmTransport::PeerGaveUp(int waited_for, const char* what, bool round) {
     if (g == 0 || (!round && g != kGaveUpAborted)) continue;
     const std::string reason(c.reason, strnlen(c.reason, sizeof(c.reason)));
     if (!round)
-      return Status::Aborted(StrCat(options_.label, ": rank ", Name(q), " aborted (", reason, ") while rank ", Name(rank_),
-                                    " waited for it to ", what));
-    return Status::Timeout(StrCat(options_.label, ": rank ", Name(q), " gave up on this collective (", reason, ") while rank ",
-                                  Name(rank_), " waited for rank ", Name(waited_for), " to ", what));
+      return Status::Aborted(StrCat(options_.label, ": rank ", Name(q), " aborted (", reason, ") while rank ",
+                                    Name(rank_), " waited for it to ", what));
+    return Status::Timeout(StrCat(options_.label, ": rank ", Name(q), " gave up on this collective (", reason,
+                                  ") while rank ", Name(rank_), " waited for rank ", Name(waited_for), " to ", what));
   }
   return Status::Ok();
 }
@@ -172,7 +172,8 @@ Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* w
     }
     auto now = Clock::now();
     if (now >= deadline)
-      return Status::Timeout(StrCat(options_.label, ": rank ", Name(rank_), " timed out waiting for rank ", Name(q), " to ", what));
+      return Status::Timeout(
+          StrCat(options_.label, ": rank ", Name(rank_), " timed out waiting for rank ", Name(q), " to ", what));
     if (now >= next_check) {
       next_check = now + std::chrono::milliseconds(100);
       COMMKIT_RETURN_IF_ERROR(PeerGone(q, what));
@@ -185,8 +186,9 @@ Result<std::uint8_t*> ShmTransport::WaitForSlot(Deadline deadline) {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     std::atomic<std::uint64_t>& done = Ctl(q).done.value;
-    Status st = WaitOn(q, [&] { return done.load(std::memory_order_acquire) >= s - 2; }, deadline,
-                       "finish reading this rank's previous buffer", true);
+    Status st = WaitOn(
+        q, [&] { return done.load(std::memory_order_acquire) >= s - 2; }, deadline,
+        "finish reading this rank's previous buffer", true);
     if (!st.ok()) return RoundFailed(std::move(st));
   }
   return SlotData(rank_, s);
@@ -197,8 +199,8 @@ Status ShmTransport::WaitForPosts(Deadline deadline) {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     std::atomic<std::uint64_t>& posted = Header(q, s).step;
-    Status st = WaitOn(q, [&] { return posted.load(std::memory_order_acquire) >= s; }, deadline,
-                       "arrive at this collective", true);
+    Status st = WaitOn(
+        q, [&] { return posted.load(std::memory_order_acquire) >= s; }, deadline, "arrive at this collective", true);
     if (!st.ok()) {
       // Withdrawn: a peer that arrives later waits for this post, sees that this rank gave up and
       // fails, instead of completing a round this rank reports as failed. (One that saw the post
@@ -211,7 +213,8 @@ Status ShmTransport::WaitForPosts(Deadline deadline) {
 }
 
 Status ShmTransport::Mismatched(int q) const {
-  return Status::Mismatch(StrCat(options_.label, ": rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
+  return Status::Mismatch(
+      StrCat(options_.label, ": rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
 }
 
 Status ShmTransport::WaitReduced(Deadline deadline, int only) {
@@ -219,8 +222,9 @@ Status ShmTransport::WaitReduced(Deadline deadline, int only) {
   for (int q = 0; q < size_; ++q) {
     if (q == rank_ || (only >= 0 && q != only)) continue;
     std::atomic<std::uint64_t>& reduced = Ctl(q).reduced.value;
-    Status st = WaitOn(q, [&] { return reduced.load(std::memory_order_acquire) >= s; }, deadline,
-                       "finish its part of the reduction", true);
+    Status st = WaitOn(
+        q, [&] { return reduced.load(std::memory_order_acquire) >= s; }, deadline, "finish its part of the reduction",
+        true);
     if (!st.ok()) return RoundFailed(std::move(st));
   }
   return Status::Ok();
@@ -232,7 +236,8 @@ Status ShmTransport::WaitReduced(Deadline deadline, int only) {
 // one writer. Frames: a 16-byte header (tag, size) and the payload, streamed through the ring.
 
 Status ShmTransport::Send(int peer, int tag, const void* data, std::size_t bytes, Deadline deadline) {
-  if (options_.ring_bytes == 0) return Status::NotSupported(StrCat(options_.label, ": this shared-memory transport has no send/recv rings"));
+  if (options_.ring_bytes == 0)
+    return Status::NotSupported(StrCat(options_.label, ": this shared-memory transport has no send/recv rings"));
   std::lock_guard<std::mutex> lock(send_mu_[peer]);
   const std::size_t cap = options_.ring_bytes;
   std::uint8_t* ring = Ring(rank_, peer);
@@ -242,8 +247,9 @@ Status ShmTransport::Send(int peer, int tag, const void* data, std::size_t bytes
   Frame frame{kFrameMagic, tag, bytes};
   auto put = [&](const std::uint8_t* src, std::size_t n) -> Status {
     while (n > 0) {
-      COMMKIT_RETURN_IF_ERROR(WaitOn(peer, [&] { return w - consumed.load(std::memory_order_acquire) < cap; }, deadline,
-                                     "receive (the send ring to it is full)"));
+      COMMKIT_RETURN_IF_ERROR(WaitOn(
+          peer, [&] { return w - consumed.load(std::memory_order_acquire) < cap; }, deadline,
+          "receive (the send ring to it is full)"));
       std::size_t space = cap - static_cast<std::size_t>(w - consumed.load(std::memory_order_acquire));
       std::size_t pos = static_cast<std::size_t>(w % cap);
       std::size_t chunk = std::min({n, space, cap - pos});
@@ -261,7 +267,8 @@ Status ShmTransport::Send(int peer, int tag, const void* data, std::size_t bytes
 }
 
 Status ShmTransport::Recv(int peer, int tag, void* data, std::size_t bytes, Deadline deadline) {
-  if (options_.ring_bytes == 0) return Status::NotSupported(StrCat(options_.label, ": this shared-memory transport has no send/recv rings"));
+  if (options_.ring_bytes == 0)
+    return Status::NotSupported(StrCat(options_.label, ": this shared-memory transport has no send/recv rings"));
   std::lock_guard<std::mutex> lock(recv_mu_[peer]);
   const std::size_t cap = options_.ring_bytes;
   const std::uint8_t* ring = Ring(peer, rank_);
@@ -278,16 +285,18 @@ Status ShmTransport::Recv(int peer, int tag, void* data, std::size_t bytes, Dead
       n -= chunk;
     }
   };
-  COMMKIT_RETURN_IF_ERROR(WaitOn(peer, [&] { return written.load(std::memory_order_acquire) - c >= sizeof(Frame); },
-                                 deadline, "send"));
+  COMMKIT_RETURN_IF_ERROR(WaitOn(
+      peer, [&] { return written.load(std::memory_order_acquire) - c >= sizeof(Frame); }, deadline, "send"));
   Frame frame{};
   copy_out(reinterpret_cast<std::uint8_t*>(&frame), c, sizeof(frame));
   if (frame.magic != kFrameMagic)
-    return Status::DataLoss(StrCat(options_.label, ": corrupt send/recv frame from rank ", Name(peer), " (memory overwritten?)"));
+    return Status::DataLoss(
+        StrCat(options_.label, ": corrupt send/recv frame from rank ", Name(peer), " (memory overwritten?)"));
   if (frame.tag != tag || frame.bytes != bytes)
     // The frame stays in the ring: a matching recv still gets it.
-    return Status::Mismatch(StrCat(options_.label, ": rank ", Name(peer), "'s next message to rank ", Name(rank_), " has tag ", frame.tag,
-                                   " and ", frame.bytes, " bytes, but this recv expects tag ", tag, " and ", bytes,
+    return Status::Mismatch(StrCat(options_.label, ": rank ", Name(peer), "'s next message to rank ", Name(rank_),
+                                   " has tag ", frame.tag, " and ", frame.bytes, " bytes, but this recv expects tag ",
+                                   tag, " and ", bytes,
                                    " bytes; sends and receives between two ranks must be posted in the same order"));
   c += sizeof(Frame);
   consumed.store(c, std::memory_order_release);
@@ -295,8 +304,8 @@ Status ShmTransport::Recv(int peer, int tag, void* data, std::size_t bytes, Dead
   auto* dst = static_cast<std::uint8_t*>(data);
   std::size_t left = bytes;
   while (left > 0) {
-    COMMKIT_RETURN_IF_ERROR(
-        WaitOn(peer, [&] { return written.load(std::memory_order_acquire) > c; }, deadline, "send the rest of its message"));
+    COMMKIT_RETURN_IF_ERROR(WaitOn(
+        peer, [&] { return written.load(std::memory_order_acquire) > c; }, deadline, "send the rest of its message"));
     std::size_t avail = static_cast<std::size_t>(written.load(std::memory_order_acquire) - c);
     std::size_t chunk = std::min(left, avail);
     copy_out(dst, c, chunk);
@@ -345,7 +354,8 @@ std::size_t ShmTransport::SlotBytesWithin(std::size_t segment_bytes) {
 }
 
 Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const std::string& group,
-                                                            const ShmExchange& exchange, const ShmTransportOptions& options) {
+                                                            const ShmExchange& exchange,
+                                                            const ShmTransportOptions& options) {
   static_assert(sizeof(Control) <= kPage);
   std::unique_ptr<ShmTransport> t(new ShmTransport());
   t->rank_ = me;
@@ -369,7 +379,8 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const
     token = StrCat(std::hex, (static_cast<std::uint64_t>(rd()) << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid()));
   }
   std::string domain = shm::ShmDomain();
-  auto ids = exchange("id", StrCat(domain, "\n", ::getpid(), "\n", shm::PidNamespace(), "\n", token, "\n", t->segment_bytes_));
+  auto ids =
+      exchange("id", StrCat(domain, "\n", ::getpid(), "\n", shm::PidNamespace(), "\n", token, "\n", t->segment_bytes_));
   if (!ids.ok()) return ids.status().WithContext(StrCat(who, ": waiting for every rank to arrive"));
   if (ids->size() != static_cast<std::size_t>(p))
     return Status::Internal(StrCat(who, ": the exchange returned ", ids->size(), " entries for ", p, " ranks"));
@@ -403,8 +414,9 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const
 
   // 2. This rank's segment; every rank learns whether every other one got its memory.
   t->segments_.resize(p);
-  const std::string shrink =
-      options.size_setting.empty() ? std::string() : StrCat("shrink the ", options.label, "'s buffers with ", options.size_setting, "=262144");
+  const std::string shrink = options.size_setting.empty() ? std::string()
+                                                          : StrCat("shrink the ", options.label, "'s buffers with ",
+                                                                   options.size_setting, "=262144");
   auto mine = shm::ShmSegment::Create(name(me), t->segment_bytes_, shrink);
   if (mine.ok()) {
     t->segments_[me] = std::move(mine).value();
@@ -416,7 +428,8 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const
   if (!ready.ok()) return ready.status().WithContext(StrCat(who, ": waiting for every rank's shared memory"));
   for (int q = 0; q < p; ++q)
     if ((*ready)[q] != "ok")
-      return Status::Unavailable(StrCat(who, ": rank ", q, " could not create its shared-memory segment: ", (*ready)[q]));
+      return Status::Unavailable(
+          StrCat(who, ": rank ", q, " could not create its shared-memory segment: ", (*ready)[q]));
 
   // 3. Map every peer's; then the names go (the mappings stay).
   std::string mapped = "ok";
@@ -438,7 +451,8 @@ Result<std::unique_ptr<ShmTransport>> ShmTransport::Connect(int me, int p, const
     if ((*maps)[q] != "ok")
       return Status::Unavailable(StrCat(who, ": rank ", q, " could not map the shared memory: ", (*maps)[q]));
   if (me == 0)
-    COMMKIT_LOG_INFO(who, ": ", p, " ranks on one host, shared memory: ", HumanBytes(static_cast<double>(t->segment_bytes_)),
+    COMMKIT_LOG_INFO(who, ": ", p,
+                     " ranks on one host, shared memory: ", HumanBytes(static_cast<double>(t->segment_bytes_)),
                      " per rank (2 x ", HumanBytes(static_cast<double>(options.slot_bytes)), " slots), ",
                      t->spin_ ? "spin-then-sleep" : "sleep (more ranks than cores)", " waiting");
   return t;

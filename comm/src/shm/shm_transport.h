@@ -40,12 +40,12 @@ namespace commkit::comm {
 struct ShmTransportOptions {
   std::size_t slot_bytes = 1 << 20;   // per slot; two slots per rank
   std::size_t ring_bytes = 64 << 10;  // per ordered pair, for send/recv (0: no send/recv)
-  // How long a wait spins before it sleeps, when every rank has a core (otherwise it yields a few
-  // times, then sleeps: a spinning rank would keep the awaited one off the core).
+  // How long a wait spins before it sleeps, when every rank has a core (otherwise it yields for up
+  // to 1 ms, then sleeps: a spinning rank would keep the awaited one off the core).
   std::chrono::microseconds spin{40};
-  std::vector<int> names;  // the rank each local rank is called in messages (empty: the same)
+  std::vector<int> names;              // the rank each local rank is called in messages (empty: the same)
   std::string label = "host backend";  // starts every message ("mpi backend")
-  std::string size_setting;  // the setting that decides slot_bytes, named in size errors (may be empty)
+  std::string size_setting;            // the setting that decides slot_bytes, named in size errors (may be empty)
 };
 
 // Every rank passes its string and gets every rank's, in rank order; collective and blocking
@@ -165,10 +165,10 @@ class ShmTransport {
   ShmTransportOptions options_;
   std::size_t ctrl_bytes_ = 0, ring_offset_ = 0, slot_offset_ = 0, slot_stride_ = 0, segment_bytes_ = 0;
   std::vector<shm::ShmSegment> segments_;  // segments_[q]: rank q's
-  std::vector<int> pids_;             // 0 when liveness cannot be checked (other pid namespace)
-  std::uint64_t step_ = 0;            // rounds finished
-  std::uint64_t all_posted_ = 0;      // the last round whose posts this rank saw from every peer
-  bool spin_ = true;                  // false when ranks outnumber cores: yield, then sleep
+  std::vector<int> pids_;                  // 0 when liveness cannot be checked (other pid namespace)
+  std::uint64_t step_ = 0;                 // rounds finished
+  std::uint64_t all_posted_ = 0;           // the last round whose posts this rank saw from every peer
+  bool spin_ = true;                       // false when ranks outnumber cores: yield, then sleep
   std::atomic<bool> aborted_{false};
   std::mutex abort_mu_;  // abort_reason_, written by Abort() on any thread
   std::string abort_reason_;
