@@ -13,7 +13,7 @@
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
-#include "host_transport.h"
+#include "shm/shm_transport.h"
 #if COMMKIT_HAVE_UCX
 #include "host_remote.h"
 #endif
@@ -23,6 +23,8 @@ namespace commkit::comm::host {
 namespace {
 
 using algorithms::CountOffsets;
+using Clock = ShmTransport::Clock;
+using Deadline = ShmTransport::Deadline;
 
 #if COMMKIT_HAVE_UCX
 // The algorithm layer's parameters for an all-reduce between hosts: whole ring blocks per message
@@ -48,7 +50,7 @@ struct RemoteState {
 
 class HostBackend final : public Backend {
  public:
-  HostBackend(std::unique_ptr<Transport> transport, tune::Table table, std::unique_ptr<RemoteState> remote)
+  HostBackend(std::unique_ptr<ShmTransport> transport, tune::Table table, std::unique_ptr<RemoteState> remote)
       : t_(std::move(transport)), table_(std::move(table)), remote_(std::move(remote)) {}
 
   std::string_view Name() const override { return "host"; }
@@ -57,7 +59,7 @@ class HostBackend final : public Backend {
   // Send/recv use per-pair rings (or UCX tags) with their own locks, apart from the collective rounds.
   bool ConcurrentPointToPoint() const override { return true; }
   // An eighth of a pair's ring: several small sends fit before one waits for the peer.
-  std::size_t EagerPointToPointBytes() const override { return TransportOptions{}.ring_bytes / 8; }
+  std::size_t EagerPointToPointBytes() const override { return ShmTransportOptions{}.ring_bytes / 8; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
     return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
@@ -139,7 +141,7 @@ class HostBackend final : public Backend {
       }
       return Status::Ok();
     }
-    const bool tiny = most <= Transport::kInlineBytes;
+    const bool tiny = most <= ShmTransport::kInlineBytes;
     for (std::size_t r = 0; r < rounds; ++r) {
       const std::size_t lo = r * S;
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
@@ -496,7 +498,7 @@ class HostBackend final : public Backend {
 #endif
   }
 
-  std::unique_ptr<Transport> t_;
+  std::unique_ptr<ShmTransport> t_;
   tune::Table table_;
   std::unique_ptr<RemoteState> remote_;
   std::uint64_t remote_ops_ = 0;
@@ -511,16 +513,14 @@ class HostBackend final : public Backend {
 }  // namespace
 
 Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context) {
-  TransportOptions options;
+  ShmTransportOptions options;
+  options.size_setting = "COMMKIT_HOST_SLOT_BYTES";
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
   options.slot_bytes = static_cast<std::size_t>(slot) / 64 * 64;  // every element size divides it
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
 
   // Which ranks share a host (its /dev/shm): hosts ordered by their lowest rank.
-  COMMKIT_RETURN_IF_ERROR(context.store->Set(StrCat("hosts/", context.rank), shm::ShmDomain()).WithContext(who));
-  std::vector<std::string> keys;
-  for (int q = 0; q < context.size; ++q) keys.push_back(StrCat("hosts/", q));
-  auto domains = context.store->MultiGet(keys, context.timeout);
+  auto domains = StoreExchange(context, "")("hosts", shm::ShmDomain());
   if (!domains.ok()) return domains.status().WithContext(StrCat(who, ": waiting for every rank to arrive"));
   std::vector<std::string> order;
   std::vector<std::vector<int>> hosts;
@@ -542,7 +542,8 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
        static_cast<int>(std::thread::hardware_concurrency())});
   if (!table.ok()) return table.status().WithContext(who);
   if (hosts.size() == 1) {
-    COMMKIT_ASSIGN_OR_RETURN(auto transport, Transport::Connect(context, options));
+    COMMKIT_ASSIGN_OR_RETURN(auto transport, ShmTransport::Connect(context.rank, context.size, context.group_name,
+                                                                   StoreExchange(context, "host/"), options));
     return std::unique_ptr<Backend>(new HostBackend(std::move(transport), std::move(*table), nullptr));
   }
 #if COMMKIT_HAVE_UCX
@@ -554,7 +555,8 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   local.store = std::make_shared<PrefixStore>(StrCat("host", mine), context.store);
   local.group_name = StrCat(context.group_name, "/host", mine);
   options.names = hosts[mine];  // errors name group ranks, not ranks within the host
-  COMMKIT_ASSIGN_OR_RETURN(auto transport, Transport::Connect(local, options));
+  COMMKIT_ASSIGN_OR_RETURN(auto transport, ShmTransport::Connect(local.rank, local.size, local.group_name,
+                                                                 StoreExchange(local, "host/"), options));
   auto remote = std::make_unique<RemoteState>();
   COMMKIT_ASSIGN_OR_RETURN(remote->ucx, UcxTransport::Connect(context));
   remote->collectives = std::make_unique<RemoteCollectives>(*remote->ucx);

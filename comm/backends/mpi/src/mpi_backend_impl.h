@@ -22,8 +22,8 @@
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "mpi_runtime.h"
-#include "mpi_shm.h"
 #include "mpi_types.h"
+#include "shm/shm_transport.h"
 
 namespace commkit::comm::mpi {
 
@@ -37,19 +37,13 @@ class MpiBackend final : public Backend {
   // `p2p`: run the collectives that mpi_collectives.cc builds from messages over a private duplicate
   // of `comm` (the algorithm layer over Transport below) instead of MPI's nonblocking collectives. Collective over `comm`.
   //
-  // `shm`: meet in shared-memory slots first (mpi_shm.h) when every rank is on this node; collective
-  // over `comm` too.
+  // `shm`: meet in the shared-memory transport's slots first (comm/src/shm/shm_transport.h) when
+  // every rank is on this node; collective over `comm` too.
   MpiBackend(MPI_Comm comm, int rank, int size, std::string group, bool p2p, bool shm, std::chrono::microseconds spin,
              tune::Table table)
       : comm_(comm), rank_(rank), size_(size), group_(std::move(group)), spin_(spin), table_(std::move(table)) {
     shm_enabled_ = shm;
-    if (shm) shm_ = ShmSlots::Create(comm_, rank_, size_, ShmCapacity(size_), group_);
-    // More ranks than cores (all ranks are on this node): a rank spinning for the slots keeps the
-    // rank it waits for off the core, so waits yield after the pure spins. (MPI's own progress
-    // yields too when mpirun oversubscribes.) 4 ranks on 2 cores: 107 µs per 8-byte all-reduce
-    // spinning for 100 µs, 4 µs yielding.
-    const unsigned cores = std::thread::hardware_concurrency();
-    shm_spin_ = cores > 0 && static_cast<unsigned>(size_) > cores ? std::chrono::microseconds(0) : spin_;
+    if (shm) shm_ = ConnectShm();
     if (p2p && size_ > 1) {
       CallGuard g;
       if (MPI_Comm_dup(comm_, &p2p_comm_) == MPI_SUCCESS) {
@@ -93,7 +87,8 @@ class MpiBackend final : public Backend {
     // clock read costs 30-80 ns here, a fifth of an 8-byte all-reduce.
     // (Sends and receives run concurrently with collectives: they keep their own clock.)
     const auto start = Clock::now();
-    if (a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv) call_start_ = start;
+    const bool collective = a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv;
+    if (collective) call_start_ = start;
     Status s;
     // The lock only once the group is broken (unusable_ is set after broken_): none per healthy call.
     if (unusable_.load(std::memory_order_acquire)) {
@@ -101,6 +96,11 @@ class MpiBackend final : public Backend {
       s = Status::Aborted(StrCat("mpi backend of group ", group_, " is unusable: ", broken_));
     }
     if (s.ok()) s = Dispatch(a);
+    // The slots this call met in were read during Dispatch (or not at all): the round ends here.
+    if (collective && shm_round_open_) {
+      shm_->Finish();
+      shm_round_open_ = false;
+    }
     return CompletedWork(std::move(s), a.sequence, Clock::now() - start);
   }
 
@@ -139,10 +139,13 @@ class MpiBackend final : public Backend {
   }
 
   void Abort(std::string_view reason) override {
-    std::lock_guard<std::mutex> lock(state_mu_);
-    if (broken_.empty()) broken_ = StrCat("aborted: ", reason);
-    unusable_.store(true, std::memory_order_release);
-    aborted_.store(true);
+    {
+      std::lock_guard<std::mutex> lock(state_mu_);
+      if (broken_.empty()) broken_ = StrCat("aborted: ", reason);
+      unusable_.store(true, std::memory_order_release);
+      aborted_.store(true);
+    }
+    if (shm_ != nullptr) shm_->Abort(reason);  // ends a wait in the slots, and tells the peers
   }
 
  private:
@@ -369,19 +372,27 @@ class MpiBackend final : public Backend {
   static constexpr std::size_t kP2pBroadcastMaxBytes = 1 << 20;
 
   // Shared-memory slots (COMMKIT_MPI_COLLECTIVES=auto, all ranks on one node): data bytes per slot.
-  // 64 KiB, less from 64 ranks on so that a group's segment (two slots per rank) stays within 8 MiB
-  // of /dev/shm (a container's is often 64 MiB); a call larger than a slot takes the messages.
+  // 64 KiB, less from about 60 ranks on so that the group's segments (two slots per rank) stay
+  // within 8 MiB of /dev/shm (a container's is often 64 MiB); a call larger than a slot takes the
+  // messages.
   static std::size_t ShmCapacity(int ranks) {
-    const std::size_t per_slot = (std::size_t{8} << 20) / (2 * static_cast<std::size_t>(std::max(ranks, 1)));
-    return std::min<std::size_t>(std::size_t{64} << 10, per_slot > 64 ? (per_slot - 64) / 64 * 64 : 0);
+    const std::size_t per_rank = (std::size_t{8} << 20) / static_cast<std::size_t>(std::max(ranks, 1));
+    return std::min<std::size_t>(std::size_t{64} << 10, ShmTransport::SlotBytesWithin(per_rank));
   }
+  // The shared-memory transport among this group's ranks, or null (logged) when they are not all
+  // on this node or a rank could not map its memory; collective over comm_ (mpi_shm_collectives.cc).
+  std::unique_ptr<ShmTransport> ConnectShm();
   // Every collective's meeting in the slots (mpi_shm_collectives.cc): this rank publishes the call's
   // fingerprint and `bytes` of `data` (scaled by `scale` unless it is 1: PREMUL_SUM), then waits for
-  // every rank's, bounded by the call's deadline and Abort(). Mismatch, on every rank alike, when the
-  // fingerprints differ; then no data has moved and the group stays usable.
-  Status Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale = 1);
-  // The generation of slots the current call's Meet used.
-  int Generation() const { return static_cast<int>(shm_seq_ & 1); }
+  // every rank's, bounded by the call's deadline and Abort(). `most`: when other ranks publish more
+  // than `bytes`, the most any rank does (every rank must decide alike whether the data travels in
+  // the header line). Mismatch, on every rank alike, when the fingerprints differ; then no data has
+  // moved and the group stays usable.
+  Status Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale = 1, std::size_t most = 0);
+  // Rank q's data in the current round's slots.
+  const char* ShmData(int q) const {
+    return reinterpret_cast<const char*>(shm_inline_ ? shm_->PeerInline(q) : shm_->Peer(q));
+  }
   // Collectives whose data went through the slots: the result from every rank's slot.
   Status ShmAllreduce(const CollectiveArgs& a);
   // `offsets`: the blocks' byte offsets (size_ + 1), or empty for blocks of a.count elements.
@@ -390,17 +401,17 @@ class MpiBackend final : public Backend {
   Status ShmReduceScatter(const CollectiveArgs& a, std::size_t off, std::size_t n);
   Status ShmBroadcast(const CollectiveArgs& a);
   // Whether `bytes` of one rank's data fit a slot.
-  bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && bytes <= shm_->capacity(); }
+  bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && bytes <= shm_->slot_bytes(); }
   // All-gather(v) and broadcast through the slots up to this many bytes per rank: one copy more
   // than a point-to-point message (in, then out), which costs more than the message from here on
   // (all-gather, 2 ranks, 64 KiB per rank: 14.4 µs against 9.0 raw; 16 KiB: 3.9 against 6.1).
   static constexpr std::size_t kShmGatherMaxBytes = std::size_t{16} << 10;
   bool ShmGathers(std::size_t bytes) const { return bytes <= kShmGatherMaxBytes && ShmFits(bytes); }
 
-  std::unique_ptr<ShmSlots> shm_;
-  std::uint64_t shm_seq_ = 0;  // collectives met in the slots (the same on every rank)
-  std::chrono::microseconds shm_spin_{0};  // spinning of a wait for the slots (Backoff)
-  bool shm_enabled_ = false;   // this group's children try the slots too
+  std::unique_ptr<ShmTransport> shm_;
+  bool shm_round_open_ = false;  // the running collective met in the slots; Run() finishes the round
+  bool shm_inline_ = false;      // its data travels inline (ShmData)
+  bool shm_enabled_ = false;     // this group's children try the slots too
 
   MPI_Comm comm_;
   MPI_Comm p2p_comm_ = MPI_COMM_NULL;  // point-to-point collectives (COMMKIT_MPI_COLLECTIVES=auto)

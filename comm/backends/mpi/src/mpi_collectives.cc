@@ -196,7 +196,8 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
     case CollectiveKind::kBroadcast: {
       if (meet) {
         const bool via = ShmGathers(Bytes(a, a.count));
-        COMMKIT_RETURN_IF_ERROR(Meet(a, a.recv, via && rank_ == a.root ? Bytes(a, a.count) : 0));
+        COMMKIT_RETURN_IF_ERROR(
+            Meet(a, a.recv, via && rank_ == a.root ? Bytes(a, a.count) : 0, 1, via ? Bytes(a, a.count) : 0));
         if (via) return ShmBroadcast(a);
       }
       if (a.count == 0) return Status::Ok();
@@ -267,8 +268,10 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       const void* send = (a.send == nullptr || a.send == mine) ? MPI_IN_PLACE : a.send;
       const std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
       if (meet) {
-        const bool via = ShmGathers(Bytes(a, *std::max_element(a.counts.begin(), a.counts.end())));
-        COMMKIT_RETURN_IF_ERROR(Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.counts[rank_]) : 0));
+        const std::size_t most = Bytes(a, *std::max_element(a.counts.begin(), a.counts.end()));
+        const bool via = ShmGathers(most);
+        COMMKIT_RETURN_IF_ERROR(
+            Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.counts[rank_]) : 0, 1, via ? most : 0));
         if (via) return ShmAllgather(a, algorithms::CountOffsets(a.counts, SizeOf(a.dtype)));
       }
       if (UseP2p(a, total)) {

@@ -1,87 +1,129 @@
-// The mpi backend's meeting in shared-memory slots (mpi_shm.h) and the collectives whose data goes
-// through them: every rank copies its input into its slot, publishes, and computes its result from
-// every rank's slot in rank order (so every rank computes the same bits).
+// The mpi backend over the shared-memory transport (comm/src/shm/shm_transport.h): its creation (MPI
+// collectives are the exchange), every collective's meeting in the slots, and the collectives whose
+// data goes through them: every rank copies its input into its slot, publishes, and computes its
+// result from every rank's slot in rank order (so every rank computes the same bits).
 #include "commkit/comm/reduce_kernels.h"
 #include "mpi_backend_impl.h"
 
 namespace commkit::comm::mpi {
 
-Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale) {
-  const std::uint64_t seq = ++shm_seq_;
-  const int gen = Generation();
-  ShmSlots::Header& mine = shm_->header(gen, rank_);
-  if (bytes > 0) {
-    std::memcpy(shm_->data(gen, rank_), data, bytes);
-    if (scale != 1) ScaleInPlace(a.dtype, shm_->data(gen, rank_), bytes / SizeOf(a.dtype), scale);
-  }
-  mine.fingerprint = a.fingerprint;
-  mine.bytes = bytes;
-  ShmSlots::StoreSeq(mine, seq);
-  // Ranks are polled in turn from the next one; a rank seen ready stays ready (it cannot publish the
-  // next call before this rank has).
-  Backoff backoff(shm_spin_);
-  const Clock::time_point deadline = DeadlineFor(a);
-  // A rank that stops waiting (timeout, abort) says so in its slot: a late rank then fails instead of
-  // completing a call the others have given up on, and ranks still waiting fail at once.
-  auto give_up = [&](Status s) {
-    ShmSlots::StoreSeq(mine, ShmSlots::kGaveUp);
-    MarkUnusable(s);
-    return s;
+namespace {
+
+// ShmTransport's creation-time exchange over `comm`: every rank's string, by MPI_Allgather(v)
+// (blocking, like MPI_Comm_dup at group creation).
+ShmExchange MpiExchange(MPI_Comm comm, int size) {
+  return [comm, size](std::string_view step, const std::string& mine) -> Result<std::vector<std::string>> {
+    CallGuard g;
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(static_cast<std::size_t>(size)), displs(static_cast<std::size_t>(size));
+    int rc = MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm);
+    if (rc != MPI_SUCCESS) return Status::BackendError(StrCat("MPI_Allgather (", step, "): ", MpiError(rc)));
+    int total = 0;
+    for (int q = 0; q < size; ++q) {
+      displs[q] = total;
+      total += lens[q];
+    }
+    std::string all(static_cast<std::size_t>(total), '\0');
+    rc = MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm);
+    if (rc != MPI_SUCCESS) return Status::BackendError(StrCat("MPI_Allgatherv (", step, "): ", MpiError(rc)));
+    std::vector<std::string> out;
+    for (int q = 0; q < size; ++q)
+      out.push_back(all.substr(static_cast<std::size_t>(displs[q]), static_cast<std::size_t>(lens[q])));
+    return out;
   };
-  int waiting = (rank_ + 1) % size_;
-  while (waiting != rank_) {
-    const std::uint64_t theirs = ShmSlots::LoadSeq(shm_->header(gen, waiting));
-    if (theirs == seq) {
-      waiting = (waiting + 1) % size_;
-      continue;
-    }
-    // Any rank that gave up, not only the one waited for (which may be the one that never comes).
-    for (int q = 0; q < size_; ++q) {
-      if (q == rank_ || ShmSlots::LoadSeq(shm_->header(gen, q)) != ShmSlots::kGaveUp) continue;
-      return give_up(Status::Timeout(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " on group ", group_,
-                                            " (rank ", rank_, "/", size_, "): rank ", q,
-                                            " gave up on it (timed out or aborted) before every rank arrived")));
-    }
-    if (aborted_.load())
-      return give_up(Status::Aborted(StrCat("mpi backend: ", ToString(a.kind), " #", a.sequence, " aborted")));
-    if (!backoff.Pause(deadline)) return give_up(TimedOut(a));
+}
+
+}  // namespace
+
+std::unique_ptr<ShmTransport> MpiBackend::ConnectShm() {
+  if (size_ < 2) return nullptr;
+  {
+    // Every rank sees the same answer: the node's share of the communicator is all of it or not.
+    CallGuard g;
+    MPI_Comm node = MPI_COMM_NULL;
+    if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) != MPI_SUCCESS) return nullptr;
+    int node_size = 0;
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+    if (node_size != size_) return nullptr;
   }
-  for (int q = 0; q < size_; ++q) {
-    if (shm_->header(gen, q).fingerprint == a.fingerprint) continue;
-    return Status::Mismatch(StrCat("mpi backend: rank ", q, " issued a different collective than rank ", rank_, " at ",
-                                   ToString(a.kind), " #", a.sequence, " (seen in the shared-memory slots)"));
+  ShmTransportOptions options;
+  options.slot_bytes = ShmCapacity(size_);
+  options.ring_bytes = 0;  // send/recv go over MPI
+  // Waits spin as long as the backend's others (COMMKIT_MPI_SPIN_US), except with more ranks than
+  // cores: the transport then yields and sleeps instead, since a spinning rank keeps the awaited one
+  // off the core (4 ranks on 2 cores: 107 µs per 8-byte all-reduce spinning for 100 µs, 4 µs yielding).
+  options.spin = spin_;
+  options.label = "mpi backend";
+  // Every step's outcome is exchanged before any rank acts on it: all ranks get the transport, or
+  // none does.
+  auto t = ShmTransport::Connect(rank_, size_, group_, MpiExchange(comm_, size_), options);
+  if (!t.ok()) {
+    COMMKIT_LOG_WARN("mpi backend: group ", group_, " runs without shared-memory slots (", t.status().message(),
+                     "); small collectives and the mismatch check cost more");
+    return nullptr;
   }
-  return Status::Ok();
+  return std::move(t).value();
+}
+
+Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale, std::size_t most) {
+  const Clock::time_point deadline = DeadlineFor(a);
+  // A failed wait has told the peers (the transport marks this rank as having given up: a late rank
+  // then fails instead of completing a call the others abandoned, and ranks still waiting fail at
+  // once); the group is unusable from here on.
+  auto failed = [&](const Status& s) {
+    Status st = s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " on group ", group_));
+    MarkUnusable(st);
+    return st;
+  };
+  auto slot = shm_->Begin(deadline);
+  if (!slot.ok()) return failed(slot.status());
+  shm_inline_ = std::max(bytes, most) <= ShmTransport::kInlineBytes;
+  std::uint8_t* mine = shm_inline_ ? shm_->InlineData() : *slot;
+  if (bytes > 0) {
+    std::memcpy(mine, data, bytes);
+    if (scale != 1) ScaleInPlace(a.dtype, mine, bytes / SizeOf(a.dtype), scale);
+  }
+  shm_->Post(a.fingerprint);
+  Status s = shm_->WaitPosted(deadline);
+  if (s.ok()) {
+    shm_round_open_ = true;
+    return s;
+  }
+  if (s.code() == StatusCode::kMismatch) {
+    // Seen by every rank in this round: every rank finishes it, and the group stays usable.
+    shm_->Finish();
+    return s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " (seen in the shared-memory slots)"));
+  }
+  return failed(s);
 }
 
 // The whole input is every rank's block.
 Status MpiBackend::ShmAllreduce(const CollectiveArgs& a) { return ShmReduceScatter(a, 0, a.count); }
 
 Status MpiBackend::ShmAllgather(const CollectiveArgs& a, std::span<const std::size_t> offsets) {
-  const int gen = Generation();
   char* out = static_cast<char*>(a.recv);
   const std::size_t block = Bytes(a, a.count);
   for (int q = 0; q < size_; ++q) {
     const std::size_t off = offsets.empty() ? block * static_cast<std::size_t>(q) : offsets[q];
     const std::size_t bytes = offsets.empty() ? block : offsets[q + 1] - offsets[q];
-    if (bytes > 0) std::memcpy(out + off, shm_->data(gen, q), bytes);
+    if (bytes > 0) std::memcpy(out + off, ShmData(q), bytes);
   }
   return Status::Ok();
 }
 
 Status MpiBackend::ShmReduceScatter(const CollectiveArgs& a, std::size_t off, std::size_t n) {
-  const int gen = Generation();
   if (n == 0) return Status::Ok();
   const ReduceFunction reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
   // (slot 0 op slot 1) op slot 2 ...: the same order, so the same bits, on every rank.
-  reduce(a.recv, shm_->data(gen, 0) + off, shm_->data(gen, 1) + off, n);
-  for (int q = 2; q < size_; ++q) reduce(a.recv, a.recv, shm_->data(gen, q) + off, n);
+  reduce(a.recv, ShmData(0) + off, ShmData(1) + off, n);
+  for (int q = 2; q < size_; ++q) reduce(a.recv, a.recv, ShmData(q) + off, n);
   if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, n, size_);
   return Status::Ok();
 }
 
 Status MpiBackend::ShmBroadcast(const CollectiveArgs& a) {
-  if (rank_ != a.root) std::memcpy(a.recv, shm_->data(Generation(), a.root), Bytes(a, a.count));
+  if (rank_ != a.root) std::memcpy(a.recv, ShmData(a.root), Bytes(a, a.count));
   return Status::Ok();
 }
 
