@@ -430,6 +430,17 @@ TEST(ExplainTest, SetupLinesReadTogether) {
             "efa.provider");
 }
 
+// CUDA runtime errors whose meaning names a family, by their runtime string as PyTorch prints it.
+TEST(ExplainTest, MoreCudaRuntimeErrorsMapToFamilies) {
+  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: device-side assert triggered\n")), "cuda.illegal_access");
+  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: exclusive-thread device already in use by a different "
+                             "thread\n")),
+            "gpu.duplicate");
+  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: peer mapping resources exhausted\n")), "p2p.unsupported");
+  EXPECT_NE(ExplainLog("RuntimeError: CUDA error: device-side assert triggered\n").Best()->confidence,
+            Confidence::kHigh);
+}
+
 TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   // Point-to-point work shares the sequence numbers: a SEND facing a RECV at one SeqNum is a matched pair.
   Explanation pair = ExplainLog(

@@ -54,6 +54,17 @@ constexpr CudaCodeMeaning kCudaCodes[] = {
     {716, "cudaerrormisalignedaddress", "cuda.illegal_access", 62, false, "A kernel faulted (misaligned address 716)"},
     {719, "cudaerrorlaunchfailure", "cuda.illegal_access", 62, false,
      "A kernel faulted (cudaErrorLaunchFailure 719, unspecified launch failure)"},
+    {710, "cudaerrorassert", "cuda.illegal_access", 60, false,
+     "A device-side assert fired in a kernel (cudaErrorAssert 710): an out-of-range index or bad input in the "
+     "program's own kernels, which the next CUDA call (often NCCL's) reports"},
+    {718, "cudaerrorinvalidpc", "cuda.illegal_access", 62, false, "A kernel faulted (invalid program counter 718)"},
+    {216, "cudaerrordevicealreadyinuse", "gpu.duplicate", 60, false,
+     "The GPU is in an exclusive compute mode and already used by another thread or process "
+     "(cudaErrorDeviceAlreadyInUse 216): two ranks on one GPU, or another job on it"},
+    {705, "cudaerrorpeeraccessnotenabled", "p2p.unsupported", 42, false,
+     "CUDA peer access between these GPUs was not enabled (cudaErrorPeerAccessNotEnabled 705)"},
+    {711, "cudaerrortoomanypeers", "p2p.unsupported", 45, false,
+     "Peer mapping resources exhausted (cudaErrorTooManyPeers 711): more peers than the GPU can map"},
     {802, "cudaerrorsystemnotready", "cuda.system_not_ready", 75, false,
      "CUDA reports the system is not ready (cudaErrorSystemNotReady 802): on NVSwitch systems nvidia-fabricmanager "
      "is not running"},
