@@ -83,12 +83,16 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
     if (Any(m.lower, {"tcpstore", "rendezvous", "master_port", "init_process_group", "server socket", "c10d store",
                       "main_process_port", "store = "}))
       store_ctx = true;
-    if (Any(m.lower, {"net/ofi", "aws-ofi", "libfabric", "fi_provider"}) || HasWord(m.lower, "efa")) efa_ctx = true;
+    // A log about libfabric / EFA: an errno line there is libfabric's even when the line does not say so
+    // (a table row under an `fi_info -p efa` header).
+    if (Any(m.lower, {"net/ofi", "aws-ofi", "libfabric", "fi_provider", "fi_info", "fi_getinfo"}) ||
+        HasWord(m.lower, "efa"))
+      efa_ctx = true;
   }
   for (const auto& [k, v] : ctx.facts.env)
     if (k.rfind("FI_", 0) == 0) efa_ctx = true;
   MessageRules(ctx, c, store_ctx, efa_ctx);
-  CodeRules(ctx, c);
+  CodeRules(ctx, c, efa_ctx);
   FactRules(ctx, c);
   KnownBugRules(ctx, c);
   InitStallRules(ctx, c);

@@ -107,16 +107,8 @@ void ChainRules(const RuleContext& ctx, Candidates& c) {
 
 }  // namespace
 
-void CodeRules(const RuleContext& ctx, Candidates& c) {
+void CodeRules(const RuleContext& ctx, Candidates& c, bool efa_ctx) {
   ChainRules(ctx, c);
-  bool efa_env = false;
-  for (const auto& [k, v] : ctx.facts.env)
-    if (k.rfind("FI_", 0) == 0) efa_env = true;
-  // A log about libfabric / EFA: an errno line there is libfabric's even when the line does not say so
-  // (a table row under an `fi_info -p efa` header).
-  for (const Message& m : ctx.messages)
-    if (Any(m.lower, {"fi_info", "fi_getinfo", "net/ofi", "libfabric", "aws-ofi"}) || HasWord(m.lower, "efa"))
-      efa_env = true;
   bool earlier_cuda_code = false;
   for (const Message& m : ctx.messages) {
     const std::string& l = m.lower;
@@ -159,8 +151,7 @@ void CodeRules(const RuleContext& ctx, Candidates& c) {
     if (verbs && Has(errs, "ENOMEM") && Any(l, {"register memory", "register_mr", "reg_mr", "mr_reg"}))
       c.Hit("ib.memlock", 80, false, "Registering memory with the NIC failed with ENOMEM: the locked-memory limit "
             "(ulimit -l) is too low for the job", &m);
-    bool ofi = efa_env || Any(l, {"fi_getinfo", "fi_info", "net/ofi", "libfabric"});
-    if (ofi && Has(errs, "ENODATA"))
+    if (efa_ctx && Has(errs, "ENODATA"))
       c.Hit("efa.provider", 66, false, "libfabric found no usable provider (fi_getinfo: -61 / FI_ENODATA): the EFA "
             "devices or the efa provider are not available in this environment", &m);
 

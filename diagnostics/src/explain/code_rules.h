@@ -9,6 +9,6 @@
 
 namespace commkit::diagnostics::explain {
 
-void CodeRules(const RuleContext& ctx, Candidates& c);
+void CodeRules(const RuleContext& ctx, Candidates& c, bool efa_ctx);  // efa_ctx: the log involves libfabric / EFA
 
 }  // namespace commkit::diagnostics::explain
