@@ -39,7 +39,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
   log.enospc_anywhere = std::find(f.errnos.begin(), f.errnos.end(), "ENOSPC") != f.errnos.end();
   log.access_denied_anywhere = std::find(f.errnos.begin(), f.errnos.end(), "EACCES") != f.errnos.end() ||
                                std::find(f.errnos.begin(), f.errnos.end(), "EPERM") != f.errnos.end();
-  log.roce = std::find(f.link_layers.begin(), f.link_layers.end(), "RoCE") != f.link_layers.end();
+  log.roce = UsesRoce(f);
   for (const Message& m : ctx.messages) {
     if (Any(m.lower, {"sigbus", "bus error"})) log.bus_error_anywhere = true;
     // `ulimit -a` output is the effective limit of that shell; limits.conf lines are only intent.

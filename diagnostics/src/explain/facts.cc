@@ -1,5 +1,6 @@
 #include "facts.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "error_codes.h"
@@ -273,6 +274,10 @@ bool LooksLikeError(const Message& m) {
   for (const char* w : kWords)
     if (Contains(l, w)) return true;
   return false;
+}
+
+bool UsesRoce(const LogFacts& facts) {
+  return std::find(facts.link_layers.begin(), facts.link_layers.end(), "RoCE") != facts.link_layers.end();
 }
 
 void ExtractFacts(const std::vector<Message>& messages, const std::vector<std::string>& names, LogFacts& f) {

@@ -22,6 +22,8 @@ struct Message {
 // ("Last error:", "Traceback (most recent call last):") are never the first error.
 bool IsEnvelopeOrHeader(const Message& m);
 bool LooksLikeError(const Message& m);
+// An IB device in the log reports link layer Ethernet (RoCE).
+bool UsesRoce(const LogFacts& facts);
 
 void ExtractFacts(const std::vector<Message>& messages, const std::vector<std::string>& source_names, LogFacts& facts);
 

@@ -22,7 +22,7 @@ void SetupRules(const RuleContext& ctx, Candidates& c) {
     if (Contains(l, "via net/ib")) (Contains(l, "/gdrdma") ? ib_with_gdr : ib_without_gdr) = &m;
     if (Contains(l, "net/ib : no device found")) no_ib_device = &m;
     // The job asked for InfiniBand: an HCA list (not an exclusion), IB explicitly enabled, or the IB network.
-    if ((Contains(l, "nccl_ib_hca set") && !Contains(l, "set to ^") && !Contains(l, "to ^")) ||
+    if ((Contains(l, "nccl_ib_hca set") && !Contains(l, "to ^")) ||
         Contains(l, "nccl_ib_disable set by environment to 0") || Contains(l, "nccl_net set by environment to ib"))
       ib_wanted = &m;
     if (crash == nullptr && Any(l, {"process received signal", "segmentation fault", "signal 11 (sigsegv)",

@@ -20,7 +20,7 @@ namespace commkit::diagnostics::explain {
 void InitStallRules(const RuleContext& ctx, Candidates& c) {
   const Message* last_stage = nullptr;  // the last init-progress line
   const Message* last_channel = nullptr;
-  bool nccl_init = false, roce = false;
+  bool nccl_init = false;
   for (const Message& m : ctx.messages) {
     const std::string& l = m.lower;
     // Any failure, or a finished init / a benchmark's result, is explained by other rules.
@@ -36,8 +36,6 @@ void InitStallRules(const RuleContext& ctx, Candidates& c) {
       last_channel = &m;
     }
   }
-  for (const std::string& ll : ctx.facts.link_layers)
-    if (ll == "RoCE") roce = true;
   if (!nccl_init || last_stage == nullptr) return;
   if (last_channel == nullptr) {
     c.Hit("socket.unreachable", 30, false, "The log ends during NCCL's bootstrap with no error and no channel "
@@ -54,7 +52,7 @@ void InitStallRules(const RuleContext& ctx, Candidates& c) {
     c.Hit("socket.wrong_interface", 30, false, "The log ends after NCCL connected socket channels between nodes, "
           "with no error: the interface it connects over most likely does not route between the nodes",
           last_channel);
-  else if (Contains(l, "via net/ib") && roce)
+  else if (Contains(l, "via net/ib") && UsesRoce(ctx.facts))
     c.Hit("ib.gid_index", 30, false, "The log ends after NCCL set up RoCE channels, with no error: queue pairs "
           "that never connect, most often a GID index / address family the peers do not share", last_channel);
 }
