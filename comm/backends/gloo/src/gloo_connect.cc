@@ -116,7 +116,7 @@ std::int64_t WmemMax() {
 // How the ranks spread over machines (machines told apart as the shared-memory domain: hostname, boot
 // id and namespaces), from one exchange through the group's store.
 struct NodeSpread {
-  int ranks_here = 1;  // ranks on this rank's machine, itself included
+  int ranks_here = 1;      // ranks on this rank's machine, itself included
   int ranks_per_node = 1;  // the most on any machine
   int nodes = 1;
 };
@@ -146,25 +146,27 @@ Result<NodeSpread> ExchangeNodes(const BackendContext& ctx) {
 // core, which delays every other thread that needs one: with 2 ranks on 2 cores, the ranks' own
 // event-loop threads (the main mesh's ring, bcube and every other collective) ran 1.3-10x slower next
 // to a spinner. So it is used by default only where this machine has two cores per rank (its caller
-// and its Gloo event-loop thread); COMMKIT_GLOO_BUSY_POLL=on forces it, =off never. In that mode sends are blocking writes: two partners that send to each other at once
-// both finish only if each message fits in the socket buffers without the peer reading. Gloo sizes
+// and its Gloo event-loop thread); COMMKIT_GLOO_BUSY_POLL=on forces it, =off never. In that mode sends
+// are blocking writes: two partners that send to each other at once both finish only if each message
+// fits in the socket buffers without the peer reading. Gloo sizes
 // SO_SNDBUF up to the message before each write, so the ceiling is net.core.wmem_max (doubled by the
 // kernel for its bookkeeping); half of that is the largest message allowed (here 32 MiB messages
 // stalled with a 4 MiB ceiling, 8 MiB did not), and a halving-doubling message is at most half the
-// buffer at a power-of-two rank count (ranks outside the power-of-two block send all of it). The mode cannot be switched back, so it
-// is used only where the built-in and topology rules keep halving-doubling under that size; larger
+// buffer at a power-of-two rank count (ranks outside the power-of-two block send all of it). The mode
+// cannot be switched back, so it is used only where the built-in and topology rules keep
+// halving-doubling under that size; larger
 // calls that COMMKIT_TUNE or a calibration send to halving-doubling run as ring (AlgorithmFor). The
 // calibration's own halving-doubling timings then come from the mode the runs use.
+// `wmem_max`: net.core.wmem_max (WmemMax); `who` starts every log line.
 std::size_t HdBusyPollLimit(const BackendContext& ctx, const std::optional<std::string>& mode, const NodeSpread& spread,
-                            const tune::Table& table) {
+                            const tune::Table& table, std::int64_t wmem_max, const std::string& who) {
   if (mode == "off") return 0;
   const unsigned cores = std::thread::hardware_concurrency();
   if (mode != "on" && (cores == 0 || 2 * static_cast<unsigned>(spread.ranks_here) > cores)) return 0;
-  const auto wmem = static_cast<std::size_t>(WmemMax());
+  const auto wmem = static_cast<std::size_t>(std::max<std::int64_t>(wmem_max, 0));
   const bool pow2 = (ctx.size & (ctx.size - 1)) == 0;
   const std::size_t limit = pow2 ? wmem : wmem / 2;
   if (limit == 0) return 0;
-  const std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
   for (const tune::Rule& r : table.rules()) {
     if (r.collective != CollectiveKind::kAllreduce || r.algorithm != CollectiveAlgorithm::kHalvingDoubling ||
         r.max_bytes <= limit + 1)
@@ -184,9 +186,8 @@ std::size_t HdBusyPollLimit(const BackendContext& ctx, const std::optional<std::
 // under twice that size then waits on delayed ACKs (70-105 ms per call, see platform-notes). Writing
 // one message of at least net.core.wmem_max on every pair at connect fixes the buffer at its ceiling
 // so no later size can hit the stall. COMMKIT_GLOO_PRIME_BYTES overrides the size (0 disables).
-std::int64_t DefaultPrimeBytes() {
-  const std::int64_t wmem = WmemMax();
-  return std::min<std::int64_t>(wmem > 0 ? wmem : 4 << 20, 64 << 20);
+std::int64_t DefaultPrimeBytes(std::int64_t wmem_max) {
+  return std::min<std::int64_t>(wmem_max > 0 ? wmem_max : 4 << 20, 64 << 20);
 }
 
 // Every rank sends `bytes` to and receives `bytes` from every peer (sends posted first, so no order
@@ -267,8 +268,10 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     attr.hostname = local.empty() ? "127.0.0.1" : local;
     where = StrCat("address ", attr.hostname, " (routes to MASTER_ADDR ", master, ")");
   }
+  const std::int64_t wmem_max = WmemMax();
   std::int64_t prime_bytes = 0;
-  COMMKIT_ASSIGN_OR_RETURN(prime_bytes, EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(), 0, 1ll << 30));
+  COMMKIT_ASSIGN_OR_RETURN(prime_bytes,
+                           EnvIntOr("COMMKIT_GLOO_PRIME_BYTES", DefaultPrimeBytes(wmem_max), 0, 1ll << 30));
   std::optional<std::string> busy_poll;
   COMMKIT_ASSIGN_OR_RETURN(busy_poll, EnvChoice("COMMKIT_GLOO_BUSY_POLL", {"auto", "on", "off"}));
   std::string who = StrCat("gloo backend, rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
@@ -293,7 +296,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
       hd_context->connectFullMesh(hd_store, device);
       PrimePairs(*hd_context, static_cast<std::size_t>(prime_bytes), ctx.timeout);
       PrimeOldStylePairs(*hd_context, static_cast<std::size_t>(prime_bytes));
-      hd_busy_max_bytes = HdBusyPollLimit(ctx, busy_poll, *spread, *table);
+      hd_busy_max_bytes = HdBusyPollLimit(ctx, busy_poll, *spread, *table, wmem_max, who);
       if (hd_busy_max_bytes > 0) {
         for (int peer = 0; peer < ctx.size; ++peer)
           if (peer != ctx.rank) hd_context->getPair(peer)->setSync(true, /*busyPoll=*/true);
@@ -306,8 +309,8 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
     return MakeGlooBackend(context, hd_context, device, ctx.rank, ctx.size, std::move(*table), ctx.timeout,
                            hd_busy_max_bytes);
   } catch (const std::exception& e) {
-    return FromGloo(e, "connect").WithContext(StrCat(who, " on ", where,
-                                                     " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
+    return FromGloo(e, "connect")
+        .WithContext(StrCat(who, " on ", where, " (set COMMKIT_SOCKET_IFNAME to an interface every rank can reach)"));
   }
 }
 
