@@ -11,12 +11,11 @@
 
 #include "catalog.h"
 #include "commkit/diagnostics/explain.h"
+#include "explain_test_support.h"
 #include "test_support.h"
 
 namespace commkit::diagnostics {
 namespace {
-
-std::string Claim(const Explanation& ex) { return ex.Best() == nullptr ? "none" : ex.Best()->signature; }
 
 // Message families beyond the first tuning set: each written in the wording its library prints.
 TEST(ExplainTest, GeneralFamiliesFromTheSecondBatch) {
@@ -332,115 +331,6 @@ TEST(ExplainTest, WatchdogRanksAtDifferentOpsIsAMismatch) {
 }
 
 // Rules that follow from what the NCCL / PyTorch / verbs sources mean, each next to the case it must not claim.
-// NCCL_TOPO_FILE / NCCL_GRAPH_FILE given to NCCL (a vendor image's /etc/nccl.conf) and an init error
-// without detail: the file is the first suspect, above the generic /dev/shm guess.
-TEST(ExplainTest, AGivenTopologyFileIsTheSuspectOfAnInitErrorWithoutDetail) {
-  const std::string failure =
-      "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system "
-      "error, NCCL version 2.18.5\n";
-  Explanation with = ExplainLog("h:1:2 [0] NCCL INFO Loading topology file /opt/microsoft/ncv4/topo.xml\n" + failure);
-  EXPECT_EQ(Claim(with), "topo.file");
-  EXPECT_EQ(with.Best()->confidence, Confidence::kLow);
-  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /etc/graph.xml\n" + failure)),
-            "topo.file");
-  EXPECT_EQ(Claim(ExplainLog(failure)), "shm.space");
-}
-
-// A failure no rule knows still gets the family whose known cases it resembles, at low confidence and
-// saying so; text without a failure in it gets nothing.
-TEST(ExplainTest, AnUnrecognisedFailureGetsOnlyALowResemblance) {
-  Explanation ex = ExplainLog("RuntimeError: failed: the peer GPUs could not map each other's memory over PCIe (ACS "
-                              "enabled)\n");
-  ASSERT_NE(ex.Best(), nullptr);
-  EXPECT_EQ(ex.Best()->signature, "p2p.unsupported");
-  EXPECT_EQ(ex.Best()->confidence, Confidence::kLow);
-  EXPECT_NE(ex.Best()->cause.find("resembles"), std::string::npos) << ex.Best()->cause;
-  EXPECT_FALSE(ex.Best()->fix.empty());
-  ASSERT_FALSE(ex.Best()->evidence.empty());
-  EXPECT_EQ(ex.Best()->evidence.front().line, 1);
-  EXPECT_EQ(ExplainLog("ACS is enabled on the PCIe switches between the peer GPUs\n").Best(), nullptr);
-  EXPECT_EQ(ExplainLog("").Best(), nullptr);
-}
-
-// A log that shows no failure but stops in NCCL's init: the last stage names the suspect, at low
-// confidence (a cut paste looks the same); a finished init or any error line leaves it to other rules.
-TEST(ExplainTest, AnInitThatStopsWithoutAnErrorIsAStallAtItsLastStage) {
-  const std::string boot = "h1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
-                           "h1:1:1 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net.so)\n";
-  Explanation at_boot = ExplainLog(boot + "h1:1:1 [0] NCCL INFO NET/IB : No device found.\n");
-  EXPECT_EQ(Claim(at_boot), "socket.unreachable");
-  EXPECT_EQ(at_boot.Best()->confidence, Confidence::kLow);
-  const std::string p2p = boot +
-                          "h1:1:9 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init START\n"
-                          "h1:1:9 [0] NCCL INFO Channel 00/0 : 0[1000] -> 1[2000] via P2P/IPC\n"
-                          "h1:1:9 [0] NCCL INFO Connected all rings\n";
-  EXPECT_EQ(Claim(ExplainLog(p2p)), "p2p.unsupported");
-  EXPECT_EQ(Claim(ExplainLog(boot + "h1:1:9 [0] NCCL INFO Channel 00/0 : 0[1000] -> 2[1000] [send] via NET/Socket/0\n")),
-            "socket.wrong_interface");
-  EXPECT_EQ(ExplainLog(p2p + "h1:1:9 [0] NCCL INFO comm 0x55d0 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n")
-                .Best(),
-            nullptr);
-  EXPECT_EQ(Claim(ExplainLog(p2p + "h1:1:9 [0] NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x "
-                                   "(size 9637888), error: No space left on device (28)\n")),
-            "shm.space");
-  EXPECT_EQ(ExplainLog("Requested train epochs: 10\n").Best(), nullptr);
-}
-
-// Older NCCL releases print no "file.cc:line" before "NCCL WARN"; the message catalog knows which source
-// file prints the format, so the same subsystem hint applies.
-TEST(ExplainTest, TheCatalogNamesTheSourceFileOfAWarningWithoutOne) {
-  const std::string without = "h:1:2 [0] NCCL WARN Could not find GPU with rank 3\n";
-  const std::string with = "h:1:2 [0] graph/search.cc:1000 NCCL WARN Could not find GPU with rank 3\n";
-  EXPECT_EQ(Claim(ExplainLog(without)), "topo.file");
-  EXPECT_EQ(Claim(ExplainLog(with)), "topo.file");
-  EXPECT_EQ(ExplainLog(without).Best()->confidence, Confidence::kLow);
-  Explanation old_driver =
-      ExplainLog("h:1:2 [0] NCCL WARN CUDA Driver version found is 11040. Minimum requirement is 12020\n");
-  EXPECT_EQ(Claim(old_driver), "cuda.driver_too_old");
-  EXPECT_EQ(old_driver.Best()->confidence, Confidence::kHigh);
-}
-
-// What NCCL's setup lines say together: GPUDirect RDMA on some ranks only, IB asked for but absent, a
-// crash with nothing else wrong; and the launchers' ways of saying a rank got SIGKILL.
-TEST(ExplainTest, SetupLinesReadTogether) {
-  const std::string gdr = "a:1:2 [0] NCCL INFO Channel 00/0 : 9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA\n";
-  const std::string staged = "b:1:2 [0] NCCL INFO Channel 00/0 : 2[6b000] -> 9[1a000] [send] via NET/IB/1\n";
-  EXPECT_EQ(Claim(ExplainLog(gdr + staged)), "ib.gdr");
-  EXPECT_EQ(ExplainLog(gdr).Best(), nullptr);
-  EXPECT_EQ(ExplainLog(staged).Best(), nullptr);
-
-  const std::string no_ib = "h:1:2 [0] NCCL INFO NET/IB : No device found.\n"
-                            "h:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n";
-  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0:1,mlx5_1:1\n" + no_ib)), "ib.no_device");
-  EXPECT_EQ(Claim(ExplainLog("h:1:2 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 0.\n" + no_ib)),
-            "ib.no_device");
-  EXPECT_NE(Claim(ExplainLog(no_ib)), "ib.no_device");  // every machine without IB prints it
-
-  const std::string crash = "h:1:2 [0] NCCL INFO RAS client listening socket at ::1<28028>\n"
-                            "[h:405884] *** Process received signal ***\n";
-  EXPECT_EQ(Claim(ExplainLog(crash)), "nccl.bug");
-  EXPECT_EQ(ExplainLog(crash).Best()->confidence, Confidence::kLow);
-  EXPECT_EQ(Claim(ExplainLog("[h:405884] *** Process received signal ***\n")), "none");
-
-  EXPECT_EQ(Claim(ExplainLog("[launch.py:315:sigkill_handler] Killing subprocess 4051\n"
-                             "exits with return code = -9\n")),
-            "host.oom");
-  // An errno under an `fi_info -p efa` header is libfabric's.
-  EXPECT_EQ(Claim(ExplainLog("| Pod spec | `fi_info -p efa` |\n| WITH hostPath | -61 No data available |\n")),
-            "efa.provider");
-}
-
-// CUDA runtime errors whose meaning names a family, by their runtime string as PyTorch prints it.
-TEST(ExplainTest, MoreCudaRuntimeErrorsMapToFamilies) {
-  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: device-side assert triggered\n")), "cuda.illegal_access");
-  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: exclusive-thread device already in use by a different "
-                             "thread\n")),
-            "gpu.duplicate");
-  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: peer mapping resources exhausted\n")), "p2p.unsupported");
-  EXPECT_NE(ExplainLog("RuntimeError: CUDA error: device-side assert triggered\n").Best()->confidence,
-            Confidence::kHigh);
-}
-
 TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   // Point-to-point work shares the sequence numbers: a SEND facing a RECV at one SeqNum is a matched pair.
   Explanation pair = ExplainLog(
