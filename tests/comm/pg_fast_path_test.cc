@@ -4,7 +4,8 @@
 // comparison depends on misses the cache; fingerprints differ across sequence numbers and across
 // shapes; and through a real group, repeated calls still fail on changed arguments and still detect
 // mismatches. And the inline path's lock-free release of the group: threads submitting to one group
-// at once (some calls run inline, the others queue for the worker) all complete, none waits forever.
+// at once (some calls run inline, the others queue for the worker) all complete, none waits forever;
+// and every Work says how long its call took, though the backend leaves the timing to the group.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -243,6 +244,23 @@ TEST(FastPath, ThreadsSubmittingToOneGroupAllComplete) {
     }
     for (auto& t : threads) t.join();
     EXPECT_EQ(failures.load(), 0);
+  });
+}
+
+// The group times every call itself and tells the backend so (CollectiveArgs::timed_by_caller), which
+// then skips its own clock reads: the Work the caller gets must still say how long the call took,
+// whether it ran inline (the backend's Work, re-stamped) or on the worker (above 256 KiB).
+TEST(FastPath, EveryWorkReportsItsDuration) {
+  RunRanks("host", 2, [](ProcessGroup& pg) {
+    for (std::size_t count : {std::size_t{4}, std::size_t{1} << 18}) {
+      std::vector<float> buf(count, 1.0f);
+      for (int i = 0; i < 3; ++i) {
+        auto w = pg.Allreduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s});
+        ASSERT_TRUE(w.ok()) << w.status().ToString();
+        ASSERT_TRUE((*w)->Wait(30s).ok());
+        EXPECT_GT((*w)->Duration().count(), 0) << count << " floats, call " << i;
+      }
+    }
   });
 }
 

@@ -105,6 +105,9 @@ class ProcessGroup::Impl {
       args.sequence = seq;
       args.fingerprint = FingerprintOf(shape_hash, seq);
       args.check_fingerprint = check_on_completion_ && !p2p;
+      // The group times every call (flight recorder, worker state) and stamps the Work it returns,
+      // except the backend's own Work that completes later (the fingerprint check's).
+      args.timed_by_caller = !args.check_fingerprint;
       // Small collectives with nothing ahead of them run on the caller's thread: the hand-off to the
       // worker (two context switches) would cost more than the operation. Larger ones stay
       // asynchronous so callers overlap them with computation. Order is kept: nothing is queued or

@@ -56,6 +56,9 @@ struct CollectiveArgs {
   // Set by ProcessGroup for backends that return true from ChecksMismatchOnCompletion(): compare
   // `fingerprint` across ranks on the backend's own communicator, together with this collective.
   bool check_fingerprint = false;
+  // Set by ProcessGroup, which times every call itself: a backend that completes the call inside Run()
+  // may then leave its Work's Duration() at zero instead of reading the clock twice more.
+  bool timed_by_caller = false;
 };
 
 // What a backend is created with.
