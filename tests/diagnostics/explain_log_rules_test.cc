@@ -1,6 +1,6 @@
 // gpudoctor explain: rules that read the log as a whole or fall back when no message rule fires (a
 // topology file in use, resemblance, an init that stops, source files from the catalog, NCCL's setup
-// lines read together) and CUDA runtime errors named by their string, each written in the wording its
+// lines read together, tracebacks in different collectives, which error came first) and CUDA runtime errors named by their string, each written in the wording its
 // library prints and next to the case it must not claim.
 #include <gtest/gtest.h>
 
@@ -64,6 +64,12 @@ TEST(ExplainTest, AnInitThatStopsWithoutAnErrorIsAStallAtItsLastStage) {
                                    "(size 9637888), error: No space left on device (28)\n")),
             "shm.space");
   EXPECT_EQ(ExplainLog("Requested train epochs: 10\n").Best(), nullptr);
+  // Two GPUs of one machine that stop before any channel: not TCP between hosts, the peer-to-peer hang.
+  const std::string one_host = boot + "h1:2:2 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n";
+  EXPECT_EQ(Claim(ExplainLog(one_host)), "p2p.unsupported");
+  EXPECT_EQ(ExplainLog(one_host).Best()->confidence, Confidence::kLow);
+  EXPECT_EQ(Claim(ExplainLog(boot + "h2:2:2 [1] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n")),
+            "socket.unreachable");
 }
 
 // Older NCCL releases print no "file.cc:line" before "NCCL WARN"; the message catalog knows which source
@@ -108,6 +114,57 @@ TEST(ExplainTest, SetupLinesReadTogether) {
   // An errno under an `fi_info -p efa` header is libfabric's.
   EXPECT_EQ(Claim(ExplainLog("| Pod spec | `fi_info -p efa` |\n| WITH hostPath | -61 No data available |\n")),
             "efa.provider");
+}
+
+// Ranks whose Python tracebacks end in different torch.distributed collectives issued different
+// operations; the object variants fold into their base collective, and c10d's own barrier inside
+// init_process_group / new_group is not a second collective.
+TEST(ExplainTest, TracebacksInDifferentCollectivesAreADesync) {
+  const std::string bcast =
+      "  File \"/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py\", line 2700, in broadcast\n"
+      "    work = group.broadcast([tensor], opts)\n";
+  const std::string barrier = "  File \"/work/train.py\", line 88, in step\n    torch.distributed.barrier(group=pg)\n";
+  Explanation desync = ExplainLog("Traceback (most recent call last):\n" + bcast + "Traceback (most recent call last):\n" +
+                                  barrier + "KeyboardInterrupt\n");
+  EXPECT_EQ(Claim(desync), "collective.mismatch");
+  EXPECT_NE(desync.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(desync.Best()->evidence.size(), 2u);
+  const std::string object =
+      "  File \"/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py\", line 3100, in "
+      "broadcast_object_list\n"
+      "    broadcast(object_sizes_tensor, src=src, group=group)\n";
+  EXPECT_NE(Claim(ExplainLog("Traceback (most recent call last):\n" + object + bcast + "KeyboardInterrupt\n")),
+            "collective.mismatch");
+  EXPECT_NE(Claim(ExplainLog("Traceback (most recent call last):\n  File \"/work/train.py\", line 9, in main\n"
+                             "    dist.init_process_group(\"nccl\")\n" + barrier + bcast + "KeyboardInterrupt\n")),
+            "collective.mismatch");
+}
+
+// Gloo advertises the address its hostname resolves to; Debian and Ubuntu map the hostname to 127.0.1.1.
+TEST(ExplainTest, AConnectToTheHostnamesLoopbackAddressIsTheWrongInterface) {
+  Explanation ex = ExplainLog(
+      "terminate called after throwing an instance of 'gloo::IoException'\n"
+      "  what():  [third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [127.0.1.1]:44123: Connection refused\n");
+  EXPECT_EQ(Claim(ex), "socket.wrong_interface");
+  EXPECT_NE(ex.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(Claim(ExplainLog("  what():  [third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [10.1.2.3]:44123: "
+                             "Connection refused\n")),
+            "socket.unreachable");
+}
+
+// The first real error leads: a CUDA fault NCCL reports while tearing down a communicator whose network
+// failed is a consequence, though the fault's own rule scores higher.
+TEST(ExplainTest, TheFirstErrorOutranksALaterCudaFault) {
+  Explanation ex = ExplainLog(
+      "n1:10:20 [0] transport/net_ib.cc:1700 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<4431> with status=12 "
+      "opcode=0 len=0 vendor err 129 (Recv) localGid ::ffff:10.0.0.1 remoteGids ::ffff:10.0.0.2\n"
+      "n1:10:10 [0] NCCL INFO Destroyed comm 0x7f00 rank 0\n"
+      "n1:10:10 [0] init.cc:194 NCCL WARN Cuda failure 'an illegal memory access was encountered'\n");
+  ASSERT_NE(ex.Best(), nullptr);
+  EXPECT_EQ(ex.Best()->signature.rfind("ib.", 0), 0u) << ex.Best()->signature;
+  EXPECT_EQ(Claim(ExplainLog("n1:10:10 [0] init.cc:194 NCCL WARN Cuda failure 'an illegal memory access was "
+                             "encountered'\n")),
+            "cuda.illegal_access");
 }
 
 // CUDA runtime errors whose meaning names a family, by their runtime string as PyTorch prints it.

@@ -68,6 +68,20 @@ TEST(ExplainTest, HighNeedsAProvableFamilyAnErrorLineAndNoStrongRival) {
   Explanation cq = ExplainLog("h:1:1 [0] NCCL WARN NET/IB : ibv_create_cq failed: Cannot allocate memory\n");
   EXPECT_EQ(Claim(cq), "ib.memlock");
   EXPECT_EQ(cq.Best()->confidence, Confidence::kMedium);
+  // A bind failure proves the store's port only on or just below a line that names the store: jobs bind
+  // other ports too (an inference server's HTTP port).
+  std::string far = "INFO: torch.distributed.init_process_group done, world size 8\n";
+  for (int i = 0; i < 20; ++i) far += "INFO: loading shard " + std::to_string(i) + "\n";
+  Explanation http = ExplainLog(far + "ERROR: [Errno 98] error while attempting to bind on address ('0.0.0.0', 8000): "
+                                      "address already in use\n");
+  EXPECT_EQ(Claim(http), "store.port_in_use");
+  EXPECT_NE(http.Best()->confidence, Confidence::kHigh);
+  Explanation store_bind = ExplainLog("[W socket.cpp:436] [c10d] The server socket has failed to bind to "
+                                      "0.0.0.0:29500 (errno: 98 - Address already in use).\n"
+                                      "RuntimeError: The server socket has failed to listen on any local network "
+                                      "address. Address already in use\n");
+  EXPECT_EQ(Claim(store_bind), "store.port_in_use");
+  EXPECT_EQ(store_bind.Best()->confidence, Confidence::kHigh);
   // "killed process" without the kernel's OOM wording: medium.
   Explanation killed = ExplainLog("torch.distributed.elastic: killed process 1234 (python) after a failure\n");
   EXPECT_EQ(Claim(killed), "host.oom");
@@ -398,6 +412,12 @@ TEST(ExplainTest, SourceSemanticsRefineTheFamily) {
   EXPECT_EQ(Claim(ExplainLog("NCCL version 2.21.5+cuda12.4\n"
                              "h:1:2 [0] transport.cc:154 NCCL WARN Cuda failure 'invalid argument'\n")),
             "none");
+  // aws/aws-ofi-nccl#584: NCCL 2.19+ on an old EFA libfabric cannot register CUDA buffers; not before 2.19.
+  const std::string ofi_reg = "h:1:2 [0] register_mr_buffers:544 NCCL WARN NET/OFI Unable to register memory (type = "
+                              "2) for device 3. RC: -22, Error: Invalid argument\n";
+  EXPECT_EQ(Claim(ExplainLog(ofi_reg)), "nccl.bug");
+  EXPECT_EQ(Claim(ExplainLog("NCCL version 2.20.3+cuda12.3\n" + ofi_reg)), "nccl.bug");
+  EXPECT_NE(Claim(ExplainLog("NCCL version 2.18.5+cuda12.2\n" + ofi_reg)), "nccl.bug");
 }
 
 TEST(ExplainTest, TransportsInterfacesAndJsonPrefixes) {

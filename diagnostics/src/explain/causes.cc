@@ -63,7 +63,7 @@ void MessageRules(const RuleContext& ctx, Candidates& c, bool store_ctx, bool ef
       continue;
     ShmRules(log, state, v, c);
     SocketRules(log, v, c);
-    StoreRules(log, v, c);
+    StoreRules(log, state, v, c);
     CudaRules(state, v, c);
     IbRules(log, v, c);
     EfaRules(log, v, c);
@@ -80,9 +80,7 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
   Candidates c(ctx.names);
   bool store_ctx = false, efa_ctx = false;
   for (const Message& m : ctx.messages) {
-    if (Any(m.lower, {"tcpstore", "rendezvous", "master_port", "init_process_group", "server socket", "c10d store",
-                      "main_process_port", "store = "}))
-      store_ctx = true;
+    if (NamesStore(m.lower)) store_ctx = true;
     // A log about libfabric / EFA: an errno line there is libfabric's even when the line does not say so
     // (a table row under an `fi_info -p efa` header).
     if (Any(m.lower, {"net/ofi", "aws-ofi", "libfabric", "fi_provider", "fi_info", "fi_getinfo"}) ||
@@ -97,15 +95,19 @@ std::vector<Diagnosis> ScoreCauses(const RuleContext& ctx) {
   KnownBugRules(ctx, c);
   InitStallRules(ctx, c);
   SetupRules(ctx, c);
+  TracebackDesyncRules(ctx, c);
   // Specific causes explain the generic symptoms (a closed connection, a collective timeout): keep the
   // symptom, but below them.
   std::vector<Diagnosis> out = c.Take();
   // The cause whose evidence is the first real error outranks causes seen only later (their lines are
-  // often consequences: an invalid device ordinal after a failed CUDA call).
+  // often consequences: an invalid device ordinal after a failed CUDA call, a CUDA fault reported when
+  // NCCL tears down a communicator whose network failed). The bonus exceeds the spread of the medium
+  // rules (a completion error at 62, a later illegal memory access at 74): a later line leads only with
+  // a case more than 14 points stronger.
   for (Diagnosis& d : out)
     for (const EvidenceLine& e : d.evidence)
       if (e.line == ctx.facts.first_error.line && e.source == ctx.facts.first_error.source) {
-        d.score = std::min(99, d.score + 6);
+        d.score = std::min(99, d.score + 14);
         break;
       }
   bool specific = false;

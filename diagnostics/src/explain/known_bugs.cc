@@ -56,6 +56,12 @@ const KnownBug kKnownBugs[] = {
      "NCCL before 2.19 could fail its P2P transport setup (ncclTransportP2pSetup in transport.cc) with 'invalid argument' "
      "because the first cudaMemcpy there was asynchronous; fixed in NCCL 2.19",
      "NVIDIA/nccl#957 (maintainer: fixed in 2.19)"},
+    // A library bug rather than NCCL's: the registration fails in libfabric, whatever the NCCL version
+    // from 2.19 on, until libfabric is upgraded.
+    {"2.19", "99", {"net/ofi", "unable to register memory", "type = 2", "-22"}, true,
+     "aws-ofi-nccl cannot register CUDA buffers (type 2, EINVAL) with NCCL 2.19+ on the libfabric of EFA installers "
+     "before 1.29: upgrade the EFA installer (or set FI_EFA_SET_CUDA_SYNC_MEMOPS=0, or use NCCL 2.18)",
+     "aws/aws-ofi-nccl#584 (maintainer: known incompatibility, fixed by EFA installer 1.29)"},
     {"0", "2.26.2", {"geforce rtx 50"}, false,
      "NCCL before 2.26.2 does not work on GeForce RTX 50-series GPUs (sm_120)", "NVIDIA/nccl-tests#291 (settled: NCCL "
      "2.26.2)"},

@@ -23,6 +23,11 @@ bool IfnameMatchesAny(std::string value, const std::vector<std::string>& ifs) {
 
 }  // namespace
 
+bool NamesStore(const std::string& l) {
+  return Any(l, {"tcpstore", "rendezvous", "master_port", "init_process_group", "server socket", "c10d store",
+                 "main_process_port", "store = "});
+}
+
 bool ConnectFailure(const std::string& l) {
   return Any(l, {"connection refused", "no route to host", "connection timed out", "network is unreachable",
                  "call to connect", "connect to ", "failed to connect", "connect failed",
@@ -83,10 +88,17 @@ void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
           "address/route, or the peer is not listening)", &m);
   // Connecting to Docker's default bridge or to loopback across hosts: the peer advertised the wrong
   // interface's address.
-  if (connect_fail && !Contains(l, "ibv_") && Any(l, {" 172.17.", "<172.17.", "[172.17.", " 127.0.", "<127.0."}) &&
-      !single_host_log)
+  if (connect_fail && !Contains(l, "ibv_") &&
+      Any(l, {" 172.17.", "<172.17.", "[172.17.", " 127.0.", "<127.0.", "[127.0."}) && !single_host_log)
     c.Hit("socket.wrong_interface", 66, false, "A peer advertised an address on Docker's default bridge or "
           "loopback (172.17.x / 127.x), which other hosts cannot reach", &m);
+  // 127.0.1.1 is what Debian and Ubuntu's /etc/hosts map the machine's own hostname to: a rank that
+  // resolves its hostname to advertise an address (Gloo without GLOO_SOCKET_IFNAME, MASTER_ADDR set to a
+  // hostname) hands its peers loopback. Even a one-rank log that connects there shows that resolution.
+  else if (connect_fail && Any(l, {" 127.0.1.1", "<127.0.1.1", "[127.0.1.1", "/127.0.1.1"}))
+    c.Hit("socket.wrong_interface", 60, false, "A connection to 127.0.1.1 failed: the hostname resolves to "
+          "loopback (the Debian/Ubuntu /etc/hosts entry), so the address a rank advertised is not reachable "
+          "from the others (set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME, or fix /etc/hosts)", &m);
   // IPv4 link-local (RFC 3927) addresses are never routed: a failed connect to one means an interface
   // such as a pod-identity or APIPA link was chosen, whatever the number of hosts.
   if (connect_fail && !Contains(l, "ibv_") && Any(l, {" 169.254.", "<169.254.", "[169.254.", "/169.254."}))
@@ -95,17 +107,30 @@ void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
 
 }
 
-void StoreRules(const LogContext& log, const LineView& v, Candidates& c) {
+void StoreRules(const LogContext& log, LineState& state, const LineView& v, Candidates& c) {
   const Message& m = v.m;
   const std::string& l = v.l;
   bool store_ctx = log.store_ctx;
   bool connect_fail = ConnectFailure(l);
+  const bool names_store = NamesStore(l) || Contains(l, "[c10d]");
   // --- store / rendezvous
-  if (Any(l, {"address already in use", "eaddrinuse", "errno: 98"}))
-    c.Hit("store.port_in_use", store_ctx ? 90 : 60, store_ctx,
-          store_ctx ? "The rendezvous store (TCPStore on MASTER_PORT) could not bind: the port is in use"
-                    : "A listening socket could not bind: address already in use",
+  // The bind failure is the store's when its line or the traceback just above it names the store: a
+  // log about a distributed job also binds other ports (an inference server's HTTP port, a dashboard).
+  if (Any(l, {"address already in use", "eaddrinuse", "errno: 98"})) {
+    const bool near_store = names_store || (state.store_line > 0 && state.store_source == m.line->source &&
+                                            m.line->number - state.store_line <= 12);
+    const bool proven = store_ctx && near_store;
+    c.Hit("store.port_in_use", proven ? 90 : store_ctx ? 74 : 60, proven,
+          proven ? "The rendezvous store (TCPStore on MASTER_PORT) could not bind: the port is in use"
+          : store_ctx ? "A listening socket could not bind (address already in use) in a log about the rendezvous "
+                        "store; its line does not say which port"
+                      : "A listening socket could not bind: address already in use",
           &m);
+  }
+  if (names_store) {
+    state.store_line = m.line->number;
+    state.store_source = m.line->source;
+  }
   if (Any(l, {"waiting for clients", "clients joined"}))
     c.Hit("store.rendezvous_timeout", 88, false, "The store timed out waiting for ranks to join: not every rank "
           "reached init_process_group (wrong WORLD_SIZE / MASTER_ADDR, or ranks that crashed or never started)", &m);

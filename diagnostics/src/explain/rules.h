@@ -42,6 +42,8 @@ struct LogContext {
 struct LineState {
   bool earlier_cuda_failure = false;
   bool shm_cuda_failure = false;
+  // The last line that named the rendezvous store (NamesStore), in input store_source; 0: none yet.
+  int store_line = 0, store_source = 0;
 };
 
 // One line as the message rules see it.
@@ -55,7 +57,7 @@ struct LineView {
 // Message rules, in the order ScoreCauses calls them.
 void ShmRules(const LogContext& log, LineState& state, const LineView& v, Candidates& c);         // host_rules.cc
 void SocketRules(const LogContext& log, const LineView& v, Candidates& c);                       // network_rules.cc
-void StoreRules(const LogContext& log, const LineView& v, Candidates& c);                        // network_rules.cc
+void StoreRules(const LogContext& log, LineState& state, const LineView& v, Candidates& c);      // network_rules.cc
 void CudaRules(LineState& state, const LineView& v, Candidates& c);                              // cuda_rules.cc
 void IbRules(const LogContext& log, const LineView& v, Candidates& c);                           // rdma_rules.cc
 void EfaRules(const LogContext& log, const LineView& v, Candidates& c);                          // rdma_rules.cc
@@ -70,6 +72,7 @@ void FactRules(const RuleContext& ctx, Candidates& c);
 void KnownBugRules(const RuleContext& ctx, Candidates& c);
 void InitStallRules(const RuleContext& ctx, Candidates& c);  // stall_rules.cc
 void SetupRules(const RuleContext& ctx, Candidates& c);      // setup_rules.cc
+void TracebackDesyncRules(const RuleContext& ctx, Candidates& c);  // traceback_rules.cc
 
 // Helpers shared by the rules.
 
@@ -90,6 +93,9 @@ inline long long NumAt(const std::string& l, std::size_t pos) {
 // `w` as a whole word: short names such as "efa" or "ofi" are also parts of common words
 // ("default_pg", "profile").
 bool HasWord(const std::string& l, std::string_view w);
+
+// The line is about c10d's rendezvous store (TCPStore, init_process_group, MASTER_PORT ...).
+bool NamesStore(const std::string& l);
 
 // A TCP connect that failed (refused, timed out, unreachable), in any of the wordings of NCCL, Gloo and c10d.
 bool ConnectFailure(const std::string& l);

@@ -5,7 +5,8 @@
 // trees" and finally "Init COMPLETE". A pasted log that ends earlier with nothing wrong in it is usually a
 // hang at that stage (or a cut paste, which is why these claims are low):
 //   - before any channel was connected: the ranks could not meet over TCP (bootstrap): a firewall, or an
-//     interface or address peers cannot reach;
+//     interface or address peers cannot reach; on one machine (one host, several GPUs) that is unlikely,
+//     and the single-node hang is peer-to-peer traffic, as below;
 //   - after P2P channels: peer-to-peer traffic that never arrives (PCIe ACS / IOMMU redirecting it, VMs
 //     without real peer access): NCCL_P2P_DISABLE=1 confirms it;
 //   - after NET/Socket channels: the interface NCCL connects over does not route between the nodes;
@@ -37,6 +38,15 @@ void InitStallRules(const RuleContext& ctx, Candidates& c) {
     }
   }
   if (!nccl_init || last_stage == nullptr) return;
+  if (last_channel == nullptr && ctx.facts.hosts.size() == 1 && ctx.facts.cuda_devices.size() >= 2) {
+    // Ranks of one machine meet over its own address, which a firewall between hosts does not touch;
+    // the hang NCCL's troubleshooting guide names for one machine is peer-to-peer traffic.
+    c.Hit("p2p.unsupported", 28, false, "The log ends during NCCL's init on one machine with no error and no "
+          "channel connected: ranks on one host rarely fail to meet over TCP; the usual single-node hang is "
+          "peer-to-peer traffic between the GPUs (PCIe ACS / IOMMU, or a VM without real peer access); "
+          "NCCL_P2P_DISABLE=1 confirms it", last_stage);
+    return;
+  }
   if (last_channel == nullptr) {
     c.Hit("socket.unreachable", 30, false, "The log ends during NCCL's bootstrap with no error and no channel "
           "connected: the ranks most likely could not reach each other over TCP (a firewall / security group, or "
