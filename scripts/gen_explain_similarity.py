@@ -47,7 +47,8 @@ def main():
     docs = []  # (family, token set, weight)
     for line in open(os.path.join(args.corpus, "CAUSES.md"), encoding="utf-8"):
         m = re.match(r"\| ([a-z0-9_.]+) \| (.*) \|$", line.strip())
-        if m and m.group(1) != "id":
+        # `unknown` is a label, not a cause: nothing may resemble it.
+        if m and m.group(1) not in ("id", "unknown"):
             docs.append((m.group(1), tokens(m.group(2)), CAUSES_WEIGHT))
     families = {f for f, _, _ in docs}
     rows = 0
