@@ -7,6 +7,8 @@
 //   commkit-topo capture DIR|FILE.tar.gz       save exactly what the probes read
 //   commkit-topo plan [--backend host,gloo,mpi] [--ranks 2] [--nodes 1] [--collective allreduce] [--json]
 //                                              which algorithm runs at each size and why (docs/tuning.md)
+//   commkit-topo cores [--cpus 0,1,...] [--round-trips N] [--json]
+//                                              core-to-core round-trip latency between CPUs
 //   --from DIR|FILE.tar.gz|TOPOLOGY_FILE       replay a capture, or import a topology file
 // Exit codes: 0 ok; 1 usage error; 2 input could not be read/imported; 3 output could not be written;
 // 4 advise found a user setting that contradicts the machine.
@@ -37,6 +39,7 @@
 #include "commkit/topology/import.h"
 #include "commkit/topology/json.h"
 #include "commkit/topology/probe.h"
+#include "cores.h"
 #include "plan.h"
 
 extern char** environ;
@@ -236,6 +239,12 @@ int main(int argc, char** argv) {
   plan->add_option("-b,--min-bytes", plan_args.min_size, "smallest size")->capture_default_str();
   plan->add_option("-e,--max-bytes", plan_args.max_size, "largest size")->capture_default_str();
   plan->add_flag("--json", plan_args.json, "machine-readable output");
+  TopoCoresArgs cores_args;
+  auto* cores = app.add_subcommand("cores", "core-to-core round-trip latency between CPUs (measured now; ignores --from)");
+  cores->add_option("--cpus", cores_args.cpus, "CPUs to measure between (default: all this process may use)")
+      ->delimiter(',');
+  cores->add_option("--round-trips", cores_args.round_trips, "round trips per batch")->capture_default_str();
+  cores->add_flag("--json", cores_args.json, "machine-readable output");
   app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
   try {
     app.parse(argc, argv);
@@ -244,6 +253,9 @@ int main(int argc, char** argv) {
     // not CLI11's own codes).
     return app.exit(e) == 0 ? 0 : kUsage;
   }
+
+  // A measurement of the CPUs, not of the probed topology: no probe needed.
+  if (cores->parsed()) return RunTopoCores(cores_args);
 
   std::optional<ProbeReport> report;
   std::optional<TempDir> extracted;              // a .tar.gz capture, removed on every way out

@@ -20,6 +20,13 @@ std::string StrCat(const Args&... args) {
 
 std::vector<std::string> Split(std::string_view text, char sep, bool skip_empty = false);
 std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+// JoinValues({0, 1, 5}, ",") == "0,1,5": anything with operator<<.
+template <typename T>
+std::string JoinValues(const std::vector<T>& parts, std::string_view sep) {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < parts.size(); ++i) out << (i == 0 ? std::string_view() : sep) << parts[i];
+  return out.str();
+}
 std::string_view Trim(std::string_view text);
 bool StartsWith(std::string_view text, std::string_view prefix);
 bool EndsWith(std::string_view text, std::string_view suffix);
