@@ -2,12 +2,14 @@
 """CTest bench_peer_bench_smoke: scripts/peer-bench --quick on 2 ranks, one size of each collective,
 with whichever peers are installed (nothing is downloaded). Checks that the table is written and that
 every row carries a plausible, verified result: each peer program compared its output buffers with the
-expected sums/gathers (#wrong == 0), busbw and time are positive and finite. Timing is not judged.
+expected sums/gathers (#wrong == 0), busbw and time are positive and finite, and the core-placement
+probe ran around the launches. Timing is not judged.
 Exit 77 (skipped) when no peer library is installed at all.
 Usage: peer_bench_smoke.py SOURCE_DIR COMMKIT_BENCH OUT_DIR
 """
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -64,6 +66,13 @@ def main() -> int:
         if "ratio_host_to_best_peer" in rows[0] and not rows[0]["ratio_host_to_best_peer"] > 0:
             problems.append(f"{coll}: ratio host / best peer is not positive")
     md = md_path.read_text()
+    # Every launch is bracketed by a core-placement probe when commkit-topo sits beside commkit-bench.
+    if (Path(bench).parent / "commkit-topo").exists() and len(os.sched_getaffinity(0)) >= 2:
+        pl = result["meta"].get("placement")
+        if not pl or pl["launches"] < 1 or not pl["fastest_ns"] > 0 or pl["slowest_ns"] < pl["fastest_ns"]:
+            problems.append(f"no plausible core-placement probe recorded (meta.placement: {pl})")
+        if "Core placement" not in md:
+            problems.append("peers.md does not say how the cores were placed")
     for coll in COLLECTIVES:
         if f"## {coll}, 2 ranks" not in md:
             problems.append(f"peers.md lacks the {coll} table")
