@@ -4,7 +4,7 @@
 // round trip takes tens of nanoseconds; across dies, chiplets (AMD CCDs) or sockets several times
 // more. Shared-memory collectives move every byte that way, so a pair's latency bounds what they can
 // reach. On virtual machines it is also how one sees the hypervisor moving the vCPUs: the same two
-// vCPUs measure 70 ns in one minute and 330 ns the next when their host threads land on different
+// vCPUs measure 60-140 ns in one minute and 310-390 ns the next when their host threads land on different
 // chiplets (docs/benchmarks.md).
 #pragma once
 
