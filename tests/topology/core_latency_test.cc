@@ -1,6 +1,6 @@
 // Core-to-core latency (commkit/topology/core_latency.h): wrong CPUs are refused before any thread
-// starts, a measurement between two allowed CPUs is a positive, ordered triple, and the budget bounds
-// the call whatever the round-trip count.
+// starts, a measurement between two allowed CPUs is a positive, ordered triple with a handoff rate, and
+// the budget bounds the call whatever the round-trip count.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -42,6 +42,12 @@ TEST(CoreLatency, MeasuresTwoCpusWithinItsBudget) {
   EXPECT_GT(r->min_ns, 0);
   EXPECT_LE(r->min_ns, r->round_trip_ns);
   EXPECT_LE(r->round_trip_ns, r->max_ns);
+  EXPECT_GT(r->handoff_Bps, 1e6);  // 64 KiB blocks between two cores: far above a megabyte per second
+  CoreLatencyOptions no_handoff = quick;
+  no_handoff.handoff_bytes = 0;
+  auto latency_only = MeasureCoreLatency(allowed[0], allowed[1], no_handoff);
+  ASSERT_TRUE(latency_only.ok()) << latency_only.status().ToString();
+  EXPECT_EQ(latency_only->handoff_Bps, 0);
   // Far more round trips than fit: the budget ends it, with a result from the batches done or a
   // Timeout, never a hang.
   CoreLatencyOptions bounded;

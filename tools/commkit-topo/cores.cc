@@ -61,8 +61,10 @@ int RunTopoCores(const TopoCoresArgs& args) {
     j["round_trips_per_batch"] = args.round_trips;
     for (const auto& r : results)
       j["pairs"].push_back({{"cpu_a", r.cpu_a}, {"cpu_b", r.cpu_b}, {"round_trip_ns", r.round_trip_ns},
-                            {"min_ns", r.min_ns}, {"max_ns", r.max_ns}});
+                            {"min_ns", r.min_ns}, {"max_ns", r.max_ns}, {"handoff_GBps", r.handoff_Bps / 1e9}});
     j["fastest_ns"] = fast->round_trip_ns;
+    // The handoff bandwidth of the fastest pair (of the only pair, for two CPUs).
+    j["handoff_GBps"] = fast->handoff_Bps / 1e9;
     j["slowest_ns"] = slow->round_trip_ns;
     j["split"] = split;
     std::cout << j.dump(1) << "\n";
@@ -91,6 +93,9 @@ int RunTopoCores(const TopoCoresArgs& args) {
   }
   std::printf("fastest %.0f ns (CPUs %d-%d), slowest %.0f ns (CPUs %d-%d)\n", fast->round_trip_ns, fast->cpu_a, fast->cpu_b,
               slow->round_trip_ns, slow->cpu_a, slow->cpu_b);
+  if (results.size() == 1 && results[0].handoff_Bps > 0)
+    std::printf("64 KiB written on CPU %d and read on CPU %d, in turn: %.2f GB/s\n", results[0].cpu_b, results[0].cpu_a,
+                results[0].handoff_Bps / 1e9);
   if (split)
     std::printf("pairs above three times the fastest cross a die, chiplet or socket boundary (on a virtual machine: the "
                 "hypervisor placed those vCPUs apart, which can change while it runs)\n");

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "commkit/common/strings.h"
 
@@ -93,6 +95,45 @@ Result<CoreLatency> MeasureCoreLatency(int cpu_a, int cpu_b, const CoreLatencyOp
   }
   line.stop = true;
   partner.join();
+
+  // Bandwidth: the partner writes a block, the caller reads all of it, in turn. The block goes from one
+  // core's cache to the other's every time, as a shared-memory collective's data does.
+  std::vector<double> handoff;
+  if (!late && options.handoff_bytes >= 64 && options.handoffs > 0 && Clock::now() < deadline) {
+    std::vector<std::uint64_t> block(options.handoff_bytes / 8, 0);
+    Line turn;
+    std::thread writer([&] {
+      Pin(cpu_b);
+      for (long k = 0; k < options.handoffs; ++k) {
+        while (turn.value.load(std::memory_order_acquire) != 2 * k)
+          if (turn.stop.load(std::memory_order_relaxed)) return;
+        std::fill(block.begin(), block.end(), static_cast<std::uint64_t>(k));
+        turn.value.store(2 * k + 1, std::memory_order_release);
+      }
+    });
+    volatile std::uint64_t sink = 0;
+    const Clock::time_point t0 = Clock::now();
+    long k = 0;
+    for (; k < options.handoffs; ++k) {
+      std::uint32_t spins = 0;
+      bool out_of_time = false;
+      while (turn.value.load(std::memory_order_acquire) != 2 * k + 1)
+        if ((++spins & 0xffff) == 0 && Clock::now() > deadline) {
+          out_of_time = true;
+          break;
+        }
+      if (out_of_time) break;
+      std::uint64_t sum = 0;
+      for (std::uint64_t x : block) sum += x;
+      sink = sink + sum;
+      turn.value.store(2 * k + 2, std::memory_order_release);
+    }
+    turn.stop = true;
+    writer.join();
+    if (k > 0)
+      handoff.push_back(static_cast<double>(k) * static_cast<double>(block.size() * 8) /
+                        std::chrono::duration<double>(Clock::now() - t0).count());
+  }
   // The caller's own affinity back as it was.
   cpu_set_t all;
   CPU_ZERO(&all);
@@ -108,6 +149,7 @@ Result<CoreLatency> MeasureCoreLatency(int cpu_a, int cpu_b, const CoreLatencyOp
   out.cpu_b = cpu_b;
   std::sort(batches.begin(), batches.end());
   out.round_trip_ns = batches[batches.size() / 2];
+  if (!handoff.empty()) out.handoff_Bps = handoff.front();
   out.min_ns = batches.front();
   out.max_ns = batches.back();
   return out;

@@ -1,4 +1,5 @@
-// Core-to-core latency: how long a cache line takes to travel between two CPUs and back.
+// Core-to-core latency: how long a cache line takes to travel between two CPUs and back, and how fast
+// a block written on one of them is read on the other.
 //
 // On one socket the answer depends on where the two cores sit: sharing a core complex (an L3 slice) a
 // round trip takes tens of nanoseconds; across dies, chiplets (AMD CCDs) or sockets several times
@@ -18,6 +19,9 @@ namespace commkit::topology {
 struct CoreLatencyOptions {
   int round_trips = 20000;  // per batch
   int batches = 5;          // the result is the median batch
+  // Then `handoffs` times: the second CPU writes `handoff_bytes`, the first reads them (0: skip).
+  std::size_t handoff_bytes = 64 << 10;
+  int handoffs = 200;
   // Every pair is bounded by this, however the scheduler treats the two threads.
   std::chrono::milliseconds budget{2000};
 };
@@ -26,6 +30,9 @@ struct CoreLatency {
   int cpu_a = -1, cpu_b = -1;
   double round_trip_ns = 0;  // median over the batches
   double min_ns = 0, max_ns = 0;
+  // Bytes per second of the block handoffs (written on one core, read on the other, in turn; the
+  // writer's and the reader's time both count); 0 when not measured.
+  double handoff_Bps = 0;
 };
 
 // The CPUs this process may run on (sched_getaffinity), in order.
