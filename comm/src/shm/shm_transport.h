@@ -83,6 +83,7 @@ class ShmTransport {
   void Post(std::uint64_t fingerprint);
   Status WaitPosted(Deadline deadline);  // Mismatch when the fingerprints of this round differ
   const std::uint8_t* Peer(int q) const { return SlotData(q, step_ + 1); }  // q's slot (q == rank(): this rank's)
+  std::uint64_t round() const { return step_ + 1; }  // the round in progress: the same number on every rank
   // Payloads of at most kInlineBytes can travel in the line that announces the round (one cache-line
   // transfer per peer instead of two): write InlineData() instead of Begin()'s slot, read PeerInline(q).
   static constexpr std::size_t kInlineBytes = 48;

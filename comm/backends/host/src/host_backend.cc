@@ -126,6 +126,21 @@ class HostBackend final : public Backend {
     return s;
   }
 
+  // Where in its slot this round's `used` bytes go. A slot line that a peer read in an earlier call is
+  // still in that peer's cache, and storing into it first has to invalidate that copy: the copy into
+  // the slot of a 64 KiB all-reduce ran at ~7 GB/s for that alone (docs/benchmarks.md). Rounds of at
+  // least kRotateFrom bytes therefore move through the slot, so a line is written again only after the
+  // slot and its alternate (2 MiB by default, twice a core's L2 here) have passed through the peer's
+  // cache. Below that the data stays in L1/L2 between calls and moving it costs more than it saves
+  // (4 KiB: 15-30% slower). Every rank computes the same offset: round numbers and sizes agree.
+  static constexpr std::size_t kRotateFrom = 32 << 10;
+  std::size_t RotatedOffset(std::size_t used) const {
+    if (used < kRotateFrom) return 0;
+    const std::size_t span = (used + 4095) / 4096 * 4096;
+    const std::size_t places = t_->slot_bytes() / span;
+    return places > 1 ? static_cast<std::size_t>(t_->round() / 2 % places) * span : 0;
+  }
+
   // The generic windowed exchange: rank q contributes bytes[q] bytes starting at `mine` (on this rank);
   // in round r every rank posts its window [r*S, (r+1)*S) and on_round sees every rank's window
   // (src[q] == nullptr when q's contribution is shorter). PREMUL_SUM inputs are scaled in the slot.
@@ -149,7 +164,8 @@ class HostBackend final : public Backend {
     for (std::size_t r = 0; r < rounds; ++r) {
       const std::size_t lo = r * S;
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
-      if (tiny) slot = t_->InlineData();
+      const std::size_t rot = tiny ? 0 : RotatedOffset(std::min(S, most - lo));
+      slot = tiny ? t_->InlineData() : slot + rot;
       if (bytes[me()] > lo) {
         std::size_t n = std::min(S, bytes[me()] - lo);
         std::memcpy(slot, static_cast<const std::uint8_t*>(mine) + lo, n);
@@ -157,7 +173,7 @@ class HostBackend final : public Backend {
       }
       t_->Post(a.fingerprint);
       if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
-      for (int q = 0; q < P(); ++q) src[q] = bytes[q] <= lo ? nullptr : tiny ? t_->PeerInline(q) : t_->Peer(q);
+      for (int q = 0; q < P(); ++q) src[q] = bytes[q] <= lo ? nullptr : tiny ? t_->PeerInline(q) : t_->Peer(q) + rot;
       on_round(lo, src);
       t_->Finish();
     }
@@ -236,6 +252,8 @@ class HostBackend final : public Backend {
     for (std::size_t off = 0; off < n; off += ce) {
       const std::size_t len = std::min(ce, n - off);
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
+      const std::size_t rot = RotatedOffset(len * e);
+      slot += rot;
       auto lo = [&](std::size_t q) { return len * q / p; };
       const std::size_t mlo = lo(me()), mhi = lo(me() + 1);
       const std::uint8_t* chunk = in + off * e;
@@ -257,7 +275,7 @@ class HostBackend final : public Backend {
         const std::size_t block = std::max<std::size_t>(1, (16 << 10) / e);
         for (std::size_t b = 0; b < mhi - mlo; b += block) {
           const std::size_t m = std::min(block, mhi - mlo - b);
-          ReduceWithPeers(fn, dst + b * e, own + b * e, (mlo + b) * e, m);
+          ReduceWithPeers(fn, dst + b * e, own + b * e, rot + (mlo + b) * e, m);
           if (avg) DivideInPlace(a.dtype, dst + b * e, m, P());
           if (publish) std::memcpy(mine + b * e, dst + b * e, m * e);
         }
@@ -267,7 +285,7 @@ class HostBackend final : public Backend {
         COMMKIT_RETURN_IF_ERROR(t_->WaitReduced(d));
         for (int q = 0; q < P(); ++q) {
           const std::size_t qlo = lo(q), qhi = lo(q + 1);
-          if (q != me() && qhi > qlo) std::memcpy(out + (off + qlo) * e, t_->Peer(q) + qlo * e, (qhi - qlo) * e);
+          if (q != me() && qhi > qlo) std::memcpy(out + (off + qlo) * e, t_->Peer(q) + rot + qlo * e, (qhi - qlo) * e);
         }
       }
       t_->Finish();
