@@ -92,7 +92,8 @@ TEST(HostBackend, SlicedReductionsAreExactForEveryOpRootAndPlacement) {
 
 // Rounds of 32 KiB and more move through the slot from call to call (HostBackend::RotatedOffset), so
 // that a store does not first have to take the line back from a peer that read it: every rank must land
-// on the same offset every time. Consecutive calls of sizes below, at and above the threshold, with values
+// on the same offset every time (all-reduce, all-gather and reduce-scatter, whose pieces move within their
+// sub-blocks). Consecutive calls of sizes below, at and above the threshold, with values
 // that change per call (data left at another offset by an earlier call shows up as a wrong value).
 TEST(HostBackend, RotatingSlotOffsetsKeepEveryCallExact) {
   const std::vector<std::size_t> counts = {8 << 10, 10 << 10, 1, 25000, 7 << 10, 70000, 8 << 10, 300000};
@@ -116,6 +117,15 @@ TEST(HostBackend, RotatingSlotOffsetsKeepEveryCallExact) {
           for (std::size_t i = 0; i < m; ++i)
             ASSERT_EQ(all[static_cast<std::size_t>(q) * m + i], static_cast<float>(q * 7 + static_cast<int>(i % 13) + call))
                 << "allgather call " << call << " block " << q << " i=" << i << " ranks " << P;
+        // reduce-scatter: block q of rank r's input holds r + q + i % 11 + call.
+        std::vector<float> blocks(m * static_cast<std::size_t>(P)), part(m);
+        for (int q = 0; q < P; ++q)
+          for (std::size_t i = 0; i < m; ++i)
+            blocks[static_cast<std::size_t>(q) * m + i] = static_cast<float>(r + q + static_cast<int>(i % 11) + call);
+        COMMKIT_WAIT_OK(pg.ReduceScatter(blocks.data(), part.data(), m, DataType::kFloat32, ReduceOp::Sum()));
+        for (std::size_t i = 0; i < m; ++i)
+          ASSERT_EQ(part[i], static_cast<float>(P * (P - 1) / 2 + P * (r + static_cast<int>(i % 11) + call)))
+              << "reduce_scatter call " << call << " i=" << i << " ranks " << P;
       }
     });
   }

@@ -133,13 +133,16 @@ class HostBackend final : public Backend {
   // slot and its alternate (2 MiB by default, twice a core's L2 here) have passed through the peer's
   // cache. Below that the data stays in L1/L2 between calls and moving it costs more than it saves
   // (4 KiB: 15-30% slower). Every rank computes the same offset: round numbers and sizes agree.
+  // `region` is the part of the slot the data may move in (the reduce-scatter's sub-block per rank) and
+  // `moved` what the round copies in all (the same on every rank).
   static constexpr std::size_t kRotateFrom = 32 << 10;
-  std::size_t RotatedOffset(std::size_t used) const {
-    if (used < kRotateFrom) return 0;
+  std::size_t RotatedOffset(std::size_t used, std::size_t region, std::size_t moved) const {
+    if (moved < kRotateFrom || used == 0) return 0;
     const std::size_t span = (used + 4095) / 4096 * 4096;
-    const std::size_t places = t_->slot_bytes() / span;
+    const std::size_t places = region / span;
     return places > 1 ? static_cast<std::size_t>(t_->round() / 2 % places) * span : 0;
   }
+  std::size_t RotatedOffset(std::size_t used) const { return RotatedOffset(used, t_->slot_bytes(), used); }
 
   // The generic windowed exchange: rank q contributes bytes[q] bytes starting at `mine` (on this rank);
   // in round r every rank posts its window [r*S, (r+1)*S) and on_round sees every rank's window
@@ -313,16 +316,24 @@ class HostBackend final : public Backend {
       const std::size_t lo = r * sub;
       auto piece = [&](std::size_t q) { return counts[q] * e > lo ? std::min(sub, counts[q] * e - lo) : 0; };
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
+      // Each sub-block's piece moves within the sub-block (RotatedOffset); the biggest piece sets the
+      // step, and every rank knows every piece.
+      std::size_t biggest = 0, moved = 0;
+      for (std::size_t q = 0; q < p; ++q) {
+        biggest = std::max(biggest, piece(q));
+        moved += piece(q);
+      }
+      const std::size_t rot = RotatedOffset(biggest, sub, moved);
       for (std::size_t q = 0; q < p; ++q) {
         if (q == m || piece(q) == 0) continue;
-        std::memcpy(slot + q * sub, in + off[q] + lo, piece(q));
-        if (scale) ScaleInPlace(a.dtype, slot + q * sub, piece(q) / e, a.op.scalar);
+        std::memcpy(slot + q * sub + rot, in + off[q] + lo, piece(q));
+        if (scale) ScaleInPlace(a.dtype, slot + q * sub + rot, piece(q) / e, a.op.scalar);
       }
       t_->Post(a.fingerprint);
       if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
       if (const std::size_t n = piece(m) / e; n > 0) {
         std::uint8_t* dst = out + lo;
-        ReduceWithPeers(fn, dst, OwnOperand(a, in + off[m] + lo, slot + m * sub, n), m * sub, n);
+        ReduceWithPeers(fn, dst, OwnOperand(a, in + off[m] + lo, slot + m * sub + rot, n), m * sub + rot, n);
         if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, dst, n, P());
       }
       t_->Finish();
