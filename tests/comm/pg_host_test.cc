@@ -90,7 +90,7 @@ TEST(HostBackend, SlicedReductionsAreExactForEveryOpRootAndPlacement) {
   }
 }
 
-// Rounds of 32 KiB and more move through the slot from call to call (HostBackend::RotatedOffset), so
+// Rounds of 32 KiB and more move through the slot from call to call (ShmTransport::RotatedOffset), so
 // that a store does not first have to take the line back from a peer that read it: every rank must land
 // on the same offset every time (all-reduce, all-gather and reduce-scatter, whose pieces move within their
 // sub-blocks). Consecutive calls of sizes below, at and above the threshold, with values

@@ -83,7 +83,25 @@ class ShmTransport {
   void Post(std::uint64_t fingerprint);
   Status WaitPosted(Deadline deadline);  // Mismatch when the fingerprints of this round differ
   const std::uint8_t* Peer(int q) const { return SlotData(q, step_ + 1); }  // q's slot (q == rank(): this rank's)
-  std::uint64_t round() const { return step_ + 1; }  // the round in progress: the same number on every rank
+  // Where in the slot this round's data starts, for a round that puts at most `used` bytes into each
+  // of the slot's parts of `region` bytes (the whole slot, or a reduce-scatter's sub-block per rank)
+  // and `moved` bytes in all. A slot line a peer read in an earlier call is still in that peer's
+  // cache, and a store into it must first invalidate that copy: that alone held the copy into the slot
+  // of a 64 KiB all-reduce to ~7 GB/s (docs/host-backend.md). Rounds that move at least kRotateFrom
+  // bytes therefore start further into the slot from one round to the next, so a line is written again
+  // only after both slots (2 MiB by default, twice a core's L2 on the development machine) have passed
+  // through the peers' caches. Below that the data stays in L1/L2 between calls and moving it cost more
+  // than it saved (4 KiB: 15-30% slower), so small rounds start at 0. Every rank gets the same offset
+  // from the same arguments: it depends only on them and on the round number, which all ranks share.
+  static constexpr std::size_t kRotateFrom = 32 << 10;
+  std::size_t RotatedOffset(std::size_t used, std::size_t region, std::size_t moved) const {
+    if (moved < kRotateFrom || used == 0) return 0;
+    const std::size_t span = (used + 4095) / 4096 * 4096;
+    const std::size_t places = region / span;
+    return places > 1 ? static_cast<std::size_t>((step_ + 1) / 2 % places) * span : 0;
+  }
+  // A round whose `used` bytes fill one part: the whole slot.
+  std::size_t RotatedOffset(std::size_t used) const { return RotatedOffset(used, options_.slot_bytes, used); }
   // Payloads of at most kInlineBytes can travel in the line that announces the round (one cache-line
   // transfer per peer instead of two): write InlineData() instead of Begin()'s slot, read PeerInline(q).
   static constexpr std::size_t kInlineBytes = 48;

@@ -126,24 +126,6 @@ class HostBackend final : public Backend {
     return s;
   }
 
-  // Where in its slot this round's `used` bytes go. A slot line that a peer read in an earlier call is
-  // still in that peer's cache, and storing into it first has to invalidate that copy: the copy into
-  // the slot of a 64 KiB all-reduce ran at ~7 GB/s for that alone (docs/benchmarks.md). Rounds of at
-  // least kRotateFrom bytes therefore move through the slot, so a line is written again only after the
-  // slot and its alternate (2 MiB by default, twice a core's L2 here) have passed through the peer's
-  // cache. Below that the data stays in L1/L2 between calls and moving it costs more than it saves
-  // (4 KiB: 15-30% slower). Every rank computes the same offset: round numbers and sizes agree.
-  // `region` is the part of the slot the data may move in (the reduce-scatter's sub-block per rank) and
-  // `moved` what the round copies in all (the same on every rank).
-  static constexpr std::size_t kRotateFrom = 32 << 10;
-  std::size_t RotatedOffset(std::size_t used, std::size_t region, std::size_t moved) const {
-    if (moved < kRotateFrom || used == 0) return 0;
-    const std::size_t span = (used + 4095) / 4096 * 4096;
-    const std::size_t places = region / span;
-    return places > 1 ? static_cast<std::size_t>(t_->round() / 2 % places) * span : 0;
-  }
-  std::size_t RotatedOffset(std::size_t used) const { return RotatedOffset(used, t_->slot_bytes(), used); }
-
   // The generic windowed exchange: rank q contributes bytes[q] bytes starting at `mine` (on this rank);
   // in round r every rank posts its window [r*S, (r+1)*S) and on_round sees every rank's window
   // (src[q] == nullptr when q's contribution is shorter). PREMUL_SUM inputs are scaled in the slot.
@@ -167,7 +149,7 @@ class HostBackend final : public Backend {
     for (std::size_t r = 0; r < rounds; ++r) {
       const std::size_t lo = r * S;
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
-      const std::size_t rot = tiny ? 0 : RotatedOffset(std::min(S, most - lo));
+      const std::size_t rot = tiny ? 0 : t_->RotatedOffset(std::min(S, most - lo));
       slot = tiny ? t_->InlineData() : slot + rot;
       if (bytes[me()] > lo) {
         std::size_t n = std::min(S, bytes[me()] - lo);
@@ -255,7 +237,7 @@ class HostBackend final : public Backend {
     for (std::size_t off = 0; off < n; off += ce) {
       const std::size_t len = std::min(ce, n - off);
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
-      const std::size_t rot = RotatedOffset(len * e);
+      const std::size_t rot = t_->RotatedOffset(len * e);
       slot += rot;
       auto lo = [&](std::size_t q) { return len * q / p; };
       const std::size_t mlo = lo(me()), mhi = lo(me() + 1);
@@ -316,14 +298,14 @@ class HostBackend final : public Backend {
       const std::size_t lo = r * sub;
       auto piece = [&](std::size_t q) { return counts[q] * e > lo ? std::min(sub, counts[q] * e - lo) : 0; };
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
-      // Each sub-block's piece moves within the sub-block (RotatedOffset); the biggest piece sets the
-      // step, and every rank knows every piece.
+      // Each sub-block's piece moves within the sub-block (ShmTransport::RotatedOffset); the biggest
+      // piece sets the step, and every rank knows every piece.
       std::size_t biggest = 0, moved = 0;
       for (std::size_t q = 0; q < p; ++q) {
         biggest = std::max(biggest, piece(q));
         moved += piece(q);
       }
-      const std::size_t rot = RotatedOffset(biggest, sub, moved);
+      const std::size_t rot = t_->RotatedOffset(biggest, sub, moved);
       for (std::size_t q = 0; q < p; ++q) {
         if (q == m || piece(q) == 0) continue;
         std::memcpy(slot + q * sub + rot, in + off[q] + lo, piece(q));
