@@ -9,7 +9,6 @@
 #include "commkit/comm/prefix_store.h"
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/comm/tuning.h"
-#include "commkit/common/coarse_clock.h"
 #include "commkit/common/config.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
@@ -24,7 +23,6 @@ namespace commkit::comm::host {
 namespace {
 
 using algorithms::CountOffsets;
-using Clock = ShmTransport::Clock;
 using Deadline = ShmTransport::Deadline;
 
 #if COMMKIT_HAVE_UCX
@@ -67,9 +65,7 @@ class HostBackend final : public Backend {
   }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
-    // The deadline needs no precision (CoarseSteadyNow); the duration is measured only when the caller
-    // does not time the call itself: two precise reads cost a fifth of an 8-byte all-reduce.
-    const auto start = a.timed_by_caller ? CoarseSteadyNow() : Clock::now();
+    const auto start = CallStart(a);
     const Deadline deadline = start + a.timeout;
     Status s;
     if (remote_ != nullptr) {
@@ -96,8 +92,7 @@ class HostBackend final : public Backend {
       // Mismatches and bad alltoallv counts are seen by every rank in the same round: the group stays usable.
       if (!s.ok() && !consistent_failure_) broken_ = s;
     }
-    return CompletedWork(std::move(s), a.sequence,
-                         a.timed_by_caller ? Clock::duration::zero() : Clock::now() - start);
+    return CompletedWork(std::move(s), a.sequence, CallDuration(a, start));
   }
 
   Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int) override {

@@ -19,7 +19,6 @@
 
 #include "commkit/comm/backend.h"
 #include "commkit/comm/tuning.h"
-#include "commkit/common/coarse_clock.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "mpi_runtime.h"
@@ -84,11 +83,9 @@ class MpiBackend final : public Backend {
   std::size_t EagerPointToPointBytes() const override { return 1024; }
 
   Result<std::unique_ptr<Work>> Run(const CollectiveArgs& a) override {
-    // One clock read serves every deadline of this call (DeadlineFor) and, when the caller does not
-    // time the call itself, the Work's duration. A precise read costs 25-80 ns on virtual machines, a
-    // fifth of an 8-byte all-reduce; deadlines need no precision (CoarseSteadyNow, ~6 ns).
+    // One clock read (CallStart) serves every deadline of this call (DeadlineFor) and the Work's duration.
     // (Sends and receives run concurrently with collectives: they keep their own clock.)
-    const auto start = a.timed_by_caller ? CoarseSteadyNow() : Clock::now();
+    const auto start = CallStart(a);
     const bool collective = a.kind != CollectiveKind::kSend && a.kind != CollectiveKind::kRecv;
     if (collective) call_start_ = start;
     Status s;
@@ -103,8 +100,7 @@ class MpiBackend final : public Backend {
       shm_->Finish();
       shm_round_open_ = false;
     }
-    return CompletedWork(std::move(s), a.sequence,
-                         a.timed_by_caller ? Clock::duration::zero() : Clock::now() - start);
+    return CompletedWork(std::move(s), a.sequence, CallDuration(a, start));
   }
 
   Result<std::unique_ptr<Backend>> Split(const BackendContext& context, int color, int key) override {
