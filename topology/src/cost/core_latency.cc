@@ -31,6 +31,13 @@ struct alignas(64) Line {
   std::atomic<bool> stop{false};
 };
 
+// Spins until `v` holds `want`; false when the deadline passed first (looked at every 65536 polls).
+bool SpinUntil(const std::atomic<long>& v, long want, Clock::time_point deadline) {
+  for (std::uint32_t spins = 0; v.load(std::memory_order_acquire) != want;)
+    if ((++spins & 0xffff) == 0 && Clock::now() > deadline) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<int> AllowedCpus() {
@@ -79,14 +86,10 @@ Result<CoreLatency> MeasureCoreLatency(int cpu_a, int cpu_b, const CoreLatencyOp
     int done = 0;
     for (; done < options.round_trips; ++done) {
       line.value.store(v + 1, std::memory_order_release);
-      std::uint32_t spins = 0;
-      while (line.value.load(std::memory_order_acquire) != v + 2) {
-        if ((++spins & 0xffff) == 0 && Clock::now() > deadline) {
-          late = true;
-          break;
-        }
+      if (!SpinUntil(line.value, v + 2, deadline)) {
+        late = true;
+        break;
       }
-      if (late) break;
       v += 2;
     }
     if (late) break;
@@ -98,7 +101,7 @@ Result<CoreLatency> MeasureCoreLatency(int cpu_a, int cpu_b, const CoreLatencyOp
 
   // Bandwidth: the partner writes a block, the caller reads all of it, in turn. The block goes from one
   // core's cache to the other's every time, as a shared-memory collective's data does.
-  std::vector<double> handoff;
+  double handoff_Bps = 0;
   if (!late && options.handoff_bytes >= 64 && options.handoffs > 0 && Clock::now() < deadline) {
     std::vector<std::uint64_t> block(options.handoff_bytes / 8, 0);
     Line turn;
@@ -115,14 +118,7 @@ Result<CoreLatency> MeasureCoreLatency(int cpu_a, int cpu_b, const CoreLatencyOp
     const Clock::time_point t0 = Clock::now();
     long k = 0;
     for (; k < options.handoffs; ++k) {
-      std::uint32_t spins = 0;
-      bool out_of_time = false;
-      while (turn.value.load(std::memory_order_acquire) != 2 * k + 1)
-        if ((++spins & 0xffff) == 0 && Clock::now() > deadline) {
-          out_of_time = true;
-          break;
-        }
-      if (out_of_time) break;
+      if (!SpinUntil(turn.value, 2 * k + 1, deadline)) break;
       std::uint64_t sum = 0;
       for (std::uint64_t x : block) sum += x;
       sink = sink + sum;
@@ -131,8 +127,8 @@ Result<CoreLatency> MeasureCoreLatency(int cpu_a, int cpu_b, const CoreLatencyOp
     turn.stop = true;
     writer.join();
     if (k > 0)
-      handoff.push_back(static_cast<double>(k) * static_cast<double>(block.size() * 8) /
-                        std::chrono::duration<double>(Clock::now() - t0).count());
+      handoff_Bps = static_cast<double>(k) * static_cast<double>(block.size() * 8) /
+                    std::chrono::duration<double>(Clock::now() - t0).count();
   }
   // The caller's own affinity back as it was.
   cpu_set_t all;
@@ -149,7 +145,7 @@ Result<CoreLatency> MeasureCoreLatency(int cpu_a, int cpu_b, const CoreLatencyOp
   out.cpu_b = cpu_b;
   std::sort(batches.begin(), batches.end());
   out.round_trip_ns = batches[batches.size() / 2];
-  if (!handoff.empty()) out.handoff_Bps = handoff.front();
+  out.handoff_Bps = handoff_Bps;
   out.min_ns = batches.front();
   out.max_ns = batches.back();
   return out;
