@@ -72,9 +72,7 @@ void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
             &m);
     }
   }
-  bool connect_fail = Any(l, {"connection refused", "no route to host", "connection timed out", "network is "
-                              "unreachable", "call to connect", "connect to ", "failed to connect", "connect failed",
-                              "software caused connection abort", "connection timeout"});
+  bool connect_fail = ConnectFailure(l);
   bool peer_closed = Any(l, {"connection closed by remote peer", "connection closed by peer", "connection reset by "
                              "peer", "remote process exited", "remote peer closed", "broken pipe", "socket closed",
                              "peer has closed", "remote end closed",
