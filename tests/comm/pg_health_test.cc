@@ -94,6 +94,24 @@ CollectiveArgs Allreduce(std::uint64_t seq) {
   return a;
 }
 
+TEST(PgHealth, EveryRankIsInTheStoreOnceConstructed) {
+  // Published before the constructor returns, not by the heartbeat thread later: once any collective
+  // completed every peer's identity can be read, so a peer killed right after its first collective,
+  // taking the store down with it, is still named dead from its cached identity.
+  auto store = std::make_shared<HashStore>();
+  std::vector<std::unique_ptr<Health>> ranks;
+  for (int r = 0; r < 3; ++r) ranks.push_back(std::make_unique<Health>(store, r, 3, "world (rank " + std::to_string(r) + "/3)"));
+  auto present = store->Check({"progress/0", "progress/1", "progress/2"});
+  ASSERT_TRUE(present.ok()) << present.status().ToString();
+  EXPECT_TRUE(*present);
+  auto entry = store->Get("progress/2", 100ms);
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  auto parsed = ParseProgress(*entry);
+  ASSERT_TRUE(parsed.has_value()) << *entry;
+  EXPECT_EQ(parsed->pid, SelfIdentity().pid);
+  EXPECT_EQ(parsed->seq, 0);
+}
+
 TEST(PgHealth, DiagnosisNamesOnlyTheRankThatIsBehind) {
   // Four ranks as Health objects on one store: 1 and 3 entered #2 just now (their first heartbeat
   // after that may come only after the failure), 2 is alive but still at #1.

@@ -200,7 +200,7 @@ namespace {
 // Publishes "progress/<rank>": on change (at most every 100 ms) and as a heartbeat every kHeartbeat,
 // so a failing rank can tell lagging peers from dead ones. A failed store call ends it: the store is
 // gone (typically rank 0, its host, exited) and retrying would only hold up this rank's exit.
-// Once every peer has published (Check never blocks; tried every 200 ms until then), one MultiGet
+// Once every peer has published (Check never blocks; tried every 20 ms until then), one MultiGet
 // caches their identities.
 void CacheIdentities(Health::Shared& s) {
   auto present = s.store->Check(s.peer_keys);
@@ -213,25 +213,36 @@ void CacheIdentities(Health::Shared& s) {
   s.identities = std::move(ids);
 }
 
-void PublishLoop(const std::shared_ptr<Health::Shared>& s, std::chrono::milliseconds heartbeat) {
-  std::uint64_t published = ~0ull, published_failed = 0;
-  auto last = Clock::now() - std::chrono::seconds(10);
-  auto next_identity_try = Clock::now();
+// The entry every rank publishes before its first collective (synchronously, in Health's constructor):
+// once any collective has completed, every peer's entry is in the store.
+bool PublishFirst(Health::Shared& s) {
+  RankProgress p = Self();
+  p.when = UnixMs();
+  Status st = s.store->Set(s.key, FormatProgress(p));
+  if (!st.ok()) COMMKIT_LOG_DEBUG("progress entry ", s.key, " not published: ", st.ToString());
+  return st.ok();
+}
+
+void PublishLoop(const std::shared_ptr<Health::Shared>& s, std::chrono::milliseconds heartbeat, bool first_published) {
+  std::uint64_t published = first_published ? 0 : ~0ull, published_failed = 0;
+  auto last = Clock::now();
   bool have_identities = s->peers.empty();
   RankProgress p = Self();
-  while (true) {
+  for (bool first = true;; first = false) {
     {
       std::unique_lock<std::mutex> lock(s->mu);
       // A failure is published at once: peers diagnosing the same failure must not take this rank,
-      // which exits right after reporting it, for a dead one.
-      s->cv.wait_for(lock, milliseconds(100), [&] { return s->stopping || s->failed.load() != published_failed; });
+      // which exits right after reporting it, for a dead one. Until the peers' identities are cached
+      // the loop looks every 20 ms: a peer that dies right after the first collective is named dead
+      // from them when the store died with it.
+      const auto wait = first ? milliseconds(0) : have_identities ? milliseconds(100) : milliseconds(20);
+      s->cv.wait_for(lock, wait, [&] { return s->stopping || s->failed.load() != published_failed; });
       if (s->stopping) break;
     }
-    if (!have_identities && Clock::now() >= next_identity_try) {
+    if (!have_identities) {
       CacheIdentities(*s);
       std::lock_guard<std::mutex> lock(s->id_mu);
       have_identities = !s->identities.empty();
-      next_identity_try = Clock::now() + milliseconds(200);
     }
     std::uint64_t seq = s->entered.load();
     std::uint64_t failed = s->failed.load();
@@ -266,7 +277,8 @@ Health::Health(std::shared_ptr<Store> store, int rank, int size, std::string who
     shared_->peers.push_back(r);
     shared_->peer_keys.push_back(StrCat("progress/", r));
   }
-  publisher_ = std::thread([s = shared_] { PublishLoop(s, kHeartbeat); });
+  const bool published = PublishFirst(*shared_);
+  publisher_ = std::thread([s = shared_, published] { PublishLoop(s, kHeartbeat, published); });
 }
 
 void Health::Stop() {
