@@ -9,10 +9,10 @@
 #include <fstream>
 #include <set>
 
-#include "commkit/common/shm_segment.h"
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/registry.h"
 #include "commkit/common/config.h"
+#include "commkit/common/shm_segment.h"
 #include "pg_conformance.h"
 
 namespace commkit::testing {
@@ -40,7 +40,8 @@ bool Contains(const std::string& text, const std::string& part) { return text.fi
 std::vector<std::string> ListDir(const std::string& dir) {
   std::vector<std::string> out;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) out.push_back(entry.path().filename().string());
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    out.push_back(entry.path().filename().string());
   return out;
 }
 
@@ -51,42 +52,46 @@ TEST(HostBackend, AutoPicksTheHostBackendOnOneHost) {
 // The sliced reduction (a reduce-scatter and an all-gather through the slots) chunk by chunk: 64 KiB
 // slots make the sizes below span several chunks, the last one short, so slices are uneven and some
 // are empty at 3 ranks; every op (AVG and PREMUL_SUM scale and divide inside it), every reduce root,
-// in place and out of place, and the sliced path forced down to one element.
+// in place and out of place, and the sliced path forced down to one element. Outputs written with
+// regular stores and streamed (StreamingCopy, forced for every size by a one-byte cache).
 TEST(HostBackend, SlicedReductionsAreExactForEveryOpRootAndPlacement) {
   ScopedEnv slot("COMMKIT_HOST_SLOT_BYTES", "65536");
   ScopedEnv tune("COMMKIT_TUNE", "host.allreduce:*:sliced,host.reduce:*:sliced");
-  for (int ranks : {2, 3}) {
-    RunRanks("host", ranks, [&](ProcessGroup& pg) {
-      for (DataType t : {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
-        const std::vector<ReduceOp> ops = OpsFor(t);
-        for (std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{(3 << 14) + 5}}) {
-          for (std::size_t k = 0; k < ops.size(); ++k) {
-            const ReduceOp op = ops[k];
-            for (bool in_place : {false, true}) {
-              for (int root = -1; root < pg.size(); ++root) {
-                Buffer in(t, n), out(t, n);
-                for (std::size_t i = 0; i < n; ++i) in.set(i, Value(pg.rank(), i, op.kind));
-                void* dst = in_place ? in.data() : out.data();
-                const void* src = in_place ? nullptr : in.data();
-                if (root < 0) {
-                  COMMKIT_WAIT_OK(pg.Allreduce(src, dst, n, t, op));
-                } else {
-                  COMMKIT_WAIT_OK(pg.Reduce(in_place ? in.data() : src, dst, n, t, op, root));
-                }
-                if (root >= 0 && pg.rank() != root) continue;
-                const Buffer& res = in_place ? in : out;
-                for (std::size_t i = 0; i < n; ++i) {
-                  const double want = Reference(t, op, pg.size(), i);
-                  ASSERT_NEAR(res.at(i), want, Tolerance(t, want))
-                      << ToString(t) << " " << op.ToString() << " n=" << n << " i=" << i << " root " << root
-                      << (in_place ? " in place" : "") << " ranks " << pg.size();
+  for (const char* stream : {"0", "1"}) {
+    for (int ranks : {2, 3}) {
+      ScopedEnv streaming("COMMKIT_HOST_STREAM_BYTES", stream);
+      RunRanks("host", ranks, [&](ProcessGroup& pg) {
+        for (DataType t : {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16}) {
+          const std::vector<ReduceOp> ops = OpsFor(t);
+          for (std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{(3 << 14) + 5}}) {
+            for (std::size_t k = 0; k < ops.size(); ++k) {
+              const ReduceOp op = ops[k];
+              for (bool in_place : {false, true}) {
+                for (int root = -1; root < pg.size(); ++root) {
+                  Buffer in(t, n), out(t, n);
+                  for (std::size_t i = 0; i < n; ++i) in.set(i, Value(pg.rank(), i, op.kind));
+                  void* dst = in_place ? in.data() : out.data();
+                  const void* src = in_place ? nullptr : in.data();
+                  if (root < 0) {
+                    COMMKIT_WAIT_OK(pg.Allreduce(src, dst, n, t, op));
+                  } else {
+                    COMMKIT_WAIT_OK(pg.Reduce(in_place ? in.data() : src, dst, n, t, op, root));
+                  }
+                  if (root >= 0 && pg.rank() != root) continue;
+                  const Buffer& res = in_place ? in : out;
+                  for (std::size_t i = 0; i < n; ++i) {
+                    const double want = Reference(t, op, pg.size(), i);
+                    ASSERT_NEAR(res.at(i), want, Tolerance(t, want))
+                        << ToString(t) << " " << op.ToString() << " n=" << n << " i=" << i << " root " << root
+                        << (in_place ? " in place" : "") << " ranks " << pg.size() << " streamed " << stream;
+                  }
                 }
               }
             }
           }
         }
-      }
-    });
+      });
+    }
   }
 }
 
@@ -97,37 +102,44 @@ TEST(HostBackend, SlicedReductionsAreExactForEveryOpRootAndPlacement) {
 // that change per call (data left at another offset by an earlier call shows up as a wrong value).
 TEST(HostBackend, RotatingSlotOffsetsKeepEveryCallExact) {
   const std::vector<std::size_t> counts = {8 << 10, 10 << 10, 1, 25000, 7 << 10, 70000, 8 << 10, 300000};
-  for (int ranks : {2, 3}) {
-    RunRanks("host", ranks, [&](ProcessGroup& pg) {
-      const int P = pg.size(), r = pg.rank();
-      for (int call = 0; call < 40; ++call) {
-        const std::size_t n = counts[static_cast<std::size_t>(call) % counts.size()];
-        std::vector<float> in(n), out(n);
-        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((r + 1) * 1000 + static_cast<int>(i % 97) + call);
-        COMMKIT_WAIT_OK(pg.Allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::Sum()));
-        for (std::size_t i = 0; i < n; ++i) {
-          const float want = static_cast<float>(1000 * P * (P + 1) / 2 + P * (static_cast<int>(i % 97) + call));
-          ASSERT_EQ(out[i], want) << "allreduce call " << call << " n=" << n << " i=" << i << " ranks " << P;
+  // Default streaming (none at these sizes), and every output streamed (all-gather and all-reduce).
+  for (const char* stream : {"default", "1"}) {
+    for (int ranks : {2, 3}) {
+      ScopedEnv streaming("COMMKIT_HOST_STREAM_BYTES",
+                          std::string(stream) == "default" ? std::nullopt : std::optional<std::string>(stream));
+      RunRanks("host", ranks, [&](ProcessGroup& pg) {
+        const int P = pg.size(), r = pg.rank();
+        for (int call = 0; call < 40; ++call) {
+          const std::size_t n = counts[static_cast<std::size_t>(call) % counts.size()];
+          std::vector<float> in(n), out(n);
+          for (std::size_t i = 0; i < n; ++i)
+            in[i] = static_cast<float>((r + 1) * 1000 + static_cast<int>(i % 97) + call);
+          COMMKIT_WAIT_OK(pg.Allreduce(in.data(), out.data(), n, DataType::kFloat32, ReduceOp::Sum()));
+          for (std::size_t i = 0; i < n; ++i) {
+            const float want = static_cast<float>(1000 * P * (P + 1) / 2 + P * (static_cast<int>(i % 97) + call));
+            ASSERT_EQ(out[i], want) << "allreduce call " << call << " n=" << n << " i=" << i << " ranks " << P;
+          }
+          const std::size_t m = std::max<std::size_t>(1, n / static_cast<std::size_t>(P));
+          std::vector<float> mine(m), all(m * static_cast<std::size_t>(P));
+          for (std::size_t i = 0; i < m; ++i) mine[i] = static_cast<float>(r * 7 + static_cast<int>(i % 13) + call);
+          COMMKIT_WAIT_OK(pg.Allgather(mine.data(), all.data(), m, DataType::kFloat32));
+          for (int q = 0; q < P; ++q)
+            for (std::size_t i = 0; i < m; ++i)
+              ASSERT_EQ(all[static_cast<std::size_t>(q) * m + i],
+                        static_cast<float>(q * 7 + static_cast<int>(i % 13) + call))
+                  << "allgather call " << call << " block " << q << " i=" << i << " ranks " << P;
+          // reduce-scatter: block q of rank r's input holds r + q + i % 11 + call.
+          std::vector<float> blocks(m * static_cast<std::size_t>(P)), part(m);
+          for (int q = 0; q < P; ++q)
+            for (std::size_t i = 0; i < m; ++i)
+              blocks[static_cast<std::size_t>(q) * m + i] = static_cast<float>(r + q + static_cast<int>(i % 11) + call);
+          COMMKIT_WAIT_OK(pg.ReduceScatter(blocks.data(), part.data(), m, DataType::kFloat32, ReduceOp::Sum()));
+          for (std::size_t i = 0; i < m; ++i)
+            ASSERT_EQ(part[i], static_cast<float>(P * (P - 1) / 2 + P * (r + static_cast<int>(i % 11) + call)))
+                << "reduce_scatter call " << call << " i=" << i << " ranks " << P;
         }
-        const std::size_t m = std::max<std::size_t>(1, n / static_cast<std::size_t>(P));
-        std::vector<float> mine(m), all(m * static_cast<std::size_t>(P));
-        for (std::size_t i = 0; i < m; ++i) mine[i] = static_cast<float>(r * 7 + static_cast<int>(i % 13) + call);
-        COMMKIT_WAIT_OK(pg.Allgather(mine.data(), all.data(), m, DataType::kFloat32));
-        for (int q = 0; q < P; ++q)
-          for (std::size_t i = 0; i < m; ++i)
-            ASSERT_EQ(all[static_cast<std::size_t>(q) * m + i], static_cast<float>(q * 7 + static_cast<int>(i % 13) + call))
-                << "allgather call " << call << " block " << q << " i=" << i << " ranks " << P;
-        // reduce-scatter: block q of rank r's input holds r + q + i % 11 + call.
-        std::vector<float> blocks(m * static_cast<std::size_t>(P)), part(m);
-        for (int q = 0; q < P; ++q)
-          for (std::size_t i = 0; i < m; ++i)
-            blocks[static_cast<std::size_t>(q) * m + i] = static_cast<float>(r + q + static_cast<int>(i % 11) + call);
-        COMMKIT_WAIT_OK(pg.ReduceScatter(blocks.data(), part.data(), m, DataType::kFloat32, ReduceOp::Sum()));
-        for (std::size_t i = 0; i < m; ++i)
-          ASSERT_EQ(part[i], static_cast<float>(P * (P - 1) / 2 + P * (r + static_cast<int>(i % 11) + call)))
-              << "reduce_scatter call " << call << " i=" << i << " ranks " << P;
-      }
-    });
+      });
+    }
   }
 }
 
@@ -159,8 +171,9 @@ TEST(HostBackend, ReduceScatterInPiecesIsExactForEveryOpAndPlacement) {
               for (std::size_t i = 0; i < counts[me]; ++i) {
                 const double want = Reference(t, op, p, off[me] + i);
                 const double got = inside ? in.at(off[me] + i) : out.at(i);
-                ASSERT_NEAR(got, want, Tolerance(t, want)) << ToString(t) << " " << op.ToString() << " i=" << i
-                                                           << (v ? " v" : "") << (inside ? " inside" : "") << " ranks " << p;
+                ASSERT_NEAR(got, want, Tolerance(t, want))
+                    << ToString(t) << " " << op.ToString() << " i=" << i << (v ? " v" : "") << (inside ? " inside" : "")
+                    << " ranks " << p;
               }
             }
           }
@@ -190,8 +203,9 @@ TEST(HostBackend, MismatchedCountsAreReportedOnEveryRankAndTheGroupStaysUsable) 
 TEST(HostBackend, DifferentCollectivesAtTheSameStepAreAMismatch) {
   RunRanks("host", 2, [](ProcessGroup& pg) {
     std::vector<std::int32_t> buf(4, pg.rank());
-    auto work = pg.rank() == 0 ? pg.Broadcast(buf.data(), 4, DataType::kInt32, 0, {.timeout = 20s})
-                               : pg.Allreduce(nullptr, buf.data(), 4, DataType::kInt32, ReduceOp::Max(), {.timeout = 20s});
+    auto work = pg.rank() == 0
+                    ? pg.Broadcast(buf.data(), 4, DataType::kInt32, 0, {.timeout = 20s})
+                    : pg.Allreduce(nullptr, buf.data(), 4, DataType::kInt32, ReduceOp::Max(), {.timeout = 20s});
     ASSERT_TRUE(work.ok());
     Status s = (*work)->Wait(30s);
     EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
@@ -293,23 +307,28 @@ TEST(HostBackend, ADeadRankIsNamedLongBeforeTheTimeout) {
 #if COMMKIT_HAVE_UCX
 TEST(HostBackend, ADeadRankOnAnotherHostIsNamed) {
   // Ranks 0,1 on one pretend host, 2,3 on another; rank 3 dies between two all-reduces.
-  auto codes = ForkRanks("host", 4, [](ProcessGroup& pg) {
-    std::vector<float> buf(4096, 1.0f);
-    COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
-    EXPECT_EQ(buf[0], 4.0f);
-    if (pg.rank() == 3) std::raise(SIGKILL);
-    auto start = std::chrono::steady_clock::now();
-    auto work = pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 60s});
-    EXPECT_TRUE(work.ok());
-    if (!work.ok()) return 1;
-    Status s = (*work)->Wait(120s);
-    EXPECT_FALSE(s.ok());
-    EXPECT_TRUE(Contains(s.message(), "allreduce #2")) << s.ToString();
-    EXPECT_TRUE(Contains(s.message(), "3 (")) << s.ToString();  // named among the missing or silent ranks
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 45s) << s.ToString();
-    if (pg.rank() == 0) std::fprintf(stderr, "rank 0 got: %s\n", s.ToString().c_str());
-    return ::testing::Test::HasFailure() ? 1 : 0;
-  }, {}, std::chrono::seconds(200), /*simulated_hosts=*/2);
+  auto codes = ForkRanks(
+      "host", 4,
+      [](ProcessGroup& pg) {
+        std::vector<float> buf(4096, 1.0f);
+        COMMKIT_EXPECT_OK(
+            (*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
+        EXPECT_EQ(buf[0], 4.0f);
+        if (pg.rank() == 3) std::raise(SIGKILL);
+        auto start = std::chrono::steady_clock::now();
+        auto work =
+            pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum(), {.timeout = 60s});
+        EXPECT_TRUE(work.ok());
+        if (!work.ok()) return 1;
+        Status s = (*work)->Wait(120s);
+        EXPECT_FALSE(s.ok());
+        EXPECT_TRUE(Contains(s.message(), "allreduce #2")) << s.ToString();
+        EXPECT_TRUE(Contains(s.message(), "3 (")) << s.ToString();  // named among the missing or silent ranks
+        EXPECT_LT(std::chrono::steady_clock::now() - start, 45s) << s.ToString();
+        if (pg.rank() == 0) std::fprintf(stderr, "rank 0 got: %s\n", s.ToString().c_str());
+        return ::testing::Test::HasFailure() ? 1 : 0;
+      },
+      {}, std::chrono::seconds(200), /*simulated_hosts=*/2);
   ASSERT_EQ(codes.size(), 4u);
   for (int r = 0; r < 3; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
   EXPECT_EQ(codes[3], -SIGKILL);

@@ -1,6 +1,7 @@
 // The host reduction kernels against a scalar reference: every f16 and bf16 bit pattern (through the
 // blocked, vectorized f32 path, F16C where the CPU has it), tails that are not a multiple of the
 // vector width, aliasing outputs, and the integer/float kernels for every op.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -83,6 +84,25 @@ TEST(ReduceKernels, IntegerBitwiseAndArithmetic) {
   DivideInPlace(DataType::kInt64, d.data(), 2, 4);
   EXPECT_EQ(d[0], 2);
   EXPECT_EQ(d[1], -1);  // truncating, as NCCL's AVG
+}
+
+TEST(ReduceKernels, StreamingCopyMatchesMemcpyAtEveryAlignmentAndLength) {
+  // Destinations at every offset within a 16-byte line (the streamed body starts at the first aligned
+  // byte), lengths around the 64-byte body step, and nothing written outside [dst, dst + n).
+  std::vector<std::uint8_t> src(4096 + 64), dst(4096 + 96);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 131 + 7);
+  for (std::size_t offset = 0; offset < 17; ++offset) {
+    for (std::size_t n : {0, 1, 15, 16, 17, 63, 64, 65, 127, 128, 200, 1000, 4096}) {
+      std::fill(dst.begin(), dst.end(), std::uint8_t{0xEE});
+      const std::size_t from = (offset * 5) % 13;  // sources unaligned too
+      StreamingCopy(dst.data() + offset, src.data() + from, n);
+      for (std::size_t i = 0; i < dst.size(); ++i) {
+        const bool inside = i >= offset && i < offset + n;
+        ASSERT_EQ(dst[i], inside ? src[from + i - offset] : std::uint8_t{0xEE})
+            << "offset " << offset << " n " << n << " byte " << i;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "commkit/comm/host/host_backend.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -10,6 +12,7 @@
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/comm/tuning.h"
 #include "commkit/common/config.h"
+#include "commkit/common/cpu_cache.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
@@ -25,17 +28,6 @@ namespace {
 using algorithms::CountOffsets;
 using Deadline = ShmTransport::Deadline;
 
-#if COMMKIT_HAVE_UCX
-// The algorithm layer's parameters for an all-reduce between hosts: whole ring blocks per message
-// (UCX moves large messages without staging; a piece per step would add a round trip each).
-algorithms::AlgorithmChoice RemoteChoice(CollectiveAlgorithm algorithm) {
-  algorithms::AlgorithmChoice c;
-  c.algorithm = algorithm;
-  c.segment_bytes = 0;
-  return c;
-}
-#endif
-
 // Ranks on several hosts: shared memory within each host, UCX between them.
 struct RemoteState {
 #if COMMKIT_HAVE_UCX
@@ -49,8 +41,9 @@ struct RemoteState {
 
 class HostBackend final : public Backend {
  public:
-  HostBackend(std::unique_ptr<ShmTransport> transport, tune::Table table, std::unique_ptr<RemoteState> remote)
-      : t_(std::move(transport)), table_(std::move(table)), remote_(std::move(remote)) {}
+  HostBackend(std::unique_ptr<ShmTransport> transport, tune::Table table, std::unique_ptr<RemoteState> remote,
+              std::size_t stream_from)
+      : t_(std::move(transport)), table_(std::move(table)), remote_(std::move(remote)), stream_from_(stream_from) {}
 
   std::string_view Name() const override { return "host"; }
   // Across hosts the fingerprints only meet within each host: ProcessGroup's own exchange is needed.
@@ -183,6 +176,18 @@ class HostBackend final : public Backend {
 
   ReduceFunction Fn(const CollectiveArgs& a) const { return GetReduceFunction(a.dtype, a.op.kind); }
 
+  // Whether a call that reads and writes `bytes` on this rank (input and output) streams its output
+  // (StreamingCopy): once the host's ranks together touch more than their shared cache holds, the output
+  // is gone from the cache before it is read, and a regular store reads every line it writes first.
+  bool Streams(std::size_t bytes) const { return stream_from_ > 0 && bytes * t_->size() >= stream_from_; }
+  static void Copy(bool stream, void* dst, const void* src, std::size_t n) {
+    if (stream) {
+      StreamingCopy(dst, src, n);
+    } else {
+      std::memcpy(dst, src, n);
+    }
+  }
+
   // out = src[0] op src[1] op ... in rank order (identical on every rank that computes it).
   void ReduceAll(const CollectiveArgs& a, void* out, const std::vector<const std::uint8_t*>& src, std::size_t offset,
                  std::size_t n) {
@@ -229,6 +234,7 @@ class HostBackend final : public Backend {
     const bool gather = root < 0 || me() == root;
     ReduceFunction fn = Fn(a);
     auto* out = static_cast<std::uint8_t*>(a.recv);
+    const bool stream = gather && Streams(2 * n * e);
     for (std::size_t off = 0; off < n; off += ce) {
       const std::size_t len = std::min(ce, n - off);
       COMMKIT_ASSIGN_OR_RETURN(std::uint8_t * slot, t_->Begin(d));
@@ -255,9 +261,15 @@ class HostBackend final : public Backend {
         const std::size_t block = std::max<std::size_t>(1, (16 << 10) / e);
         for (std::size_t b = 0; b < mhi - mlo; b += block) {
           const std::size_t m = std::min(block, mhi - mlo - b);
-          ReduceWithPeers(fn, dst + b * e, own + b * e, rot + (mlo + b) * e, m);
-          if (avg) DivideInPlace(a.dtype, dst + b * e, m, P());
-          if (publish) std::memcpy(mine + b * e, dst + b * e, m * e);
+          // A streamed output is reduced into the slot (which the peers read next) and streamed out from there.
+          std::uint8_t* to = stream && publish ? mine + b * e : dst + b * e;
+          ReduceWithPeers(fn, to, own + b * e, rot + (mlo + b) * e, m);
+          if (avg) DivideInPlace(a.dtype, to, m, P());
+          if (stream && publish) {
+            StreamingCopy(dst + b * e, to, m * e);
+          } else if (publish) {
+            std::memcpy(mine + b * e, dst + b * e, m * e);
+          }
         }
       }
       t_->SignalReduced();
@@ -265,7 +277,7 @@ class HostBackend final : public Backend {
         COMMKIT_RETURN_IF_ERROR(t_->WaitReduced(d));
         for (int q = 0; q < P(); ++q) {
           const std::size_t qlo = lo(q), qhi = lo(q + 1);
-          if (q != me() && qhi > qlo) std::memcpy(out + (off + qlo) * e, t_->Peer(q) + rot + qlo * e, (qhi - qlo) * e);
+          if (q != me() && qhi > qlo) Copy(stream, out + (off + qlo) * e, t_->Peer(q) + rot + qlo * e, (qhi - qlo) * e);
         }
       }
       t_->Finish();
@@ -357,6 +369,7 @@ class HostBackend final : public Backend {
         for (std::size_t q = 0; q < p; ++q) bytes[q] = counts[q] * e;
         const std::uint8_t* mine = send && send != recv ? send : recv + off[me()];
         const bool take = a.kind != CollectiveKind::kGather || me() == a.root;
+        const bool stream = take && Streams(bytes[me()] + off[p]);
         return Exchange(a, d, mine, bytes, [&](std::size_t lo, const auto& src) {
           if (!take) return;
           for (std::size_t q = 0; q < p; ++q) {
@@ -364,7 +377,7 @@ class HostBackend final : public Backend {
             // This rank's own block comes from its input (nothing to do in place), not back out of its slot.
             const std::uint8_t* from = q == static_cast<std::size_t>(me()) ? mine + lo : src[q];
             std::uint8_t* dst = recv + off[q] + lo;
-            if (dst != from) std::memcpy(dst, from, std::min(S, bytes[q] - lo));
+            if (dst != from) Copy(stream, dst, from, std::min(S, bytes[q] - lo));
           }
         });
       }
@@ -477,10 +490,10 @@ class HostBackend final : public Backend {
                                                                    : tune::Choice{};  // ring
     if (a.kind == CollectiveKind::kAllreduce) tune::NoteRun("host", plan.algorithm);
     if (plan.algorithm != CollectiveAlgorithm::kHierarchical)
-      return remote_->collectives->Run(
-          a, d,
-          RemoteChoice(plan.algorithm == CollectiveAlgorithm::kHalvingDoubling ? CollectiveAlgorithm::kHalvingDoubling
-                                                                               : CollectiveAlgorithm::kRing));
+      return remote_->collectives->Run(a, d,
+                                       plan.algorithm == CollectiveAlgorithm::kHalvingDoubling
+                                           ? CollectiveAlgorithm::kHalvingDoubling
+                                           : CollectiveAlgorithm::kRing);
     const bool avg = a.op.kind == ReduceKind::kAvg;
     CollectiveArgs local = a;
     local.kind = CollectiveKind::kReduce;
@@ -492,8 +505,8 @@ class HostBackend final : public Backend {
       const CollectiveAlgorithm leaders = plan.params.between == CollectiveAlgorithm::kHalvingDoubling
                                               ? CollectiveAlgorithm::kHalvingDoubling
                                               : CollectiveAlgorithm::kRing;
-      COMMKIT_RETURN_IF_ERROR(remote_->collectives->Allreduce(RemoteChoice(leaders), a, a.recv, a.count, between,
-                                                              remote_->leaders, d));
+      COMMKIT_RETURN_IF_ERROR(
+          remote_->collectives->Allreduce(leaders, a, a.recv, a.count, between, remote_->leaders, d));
       if (avg) DivideInPlace(a.dtype, a.recv, a.count, remote_->size);
     }
     CollectiveArgs bcast = a;
@@ -511,6 +524,7 @@ class HostBackend final : public Backend {
   std::unique_ptr<ShmTransport> t_;
   tune::Table table_;
   std::unique_ptr<RemoteState> remote_;
+  std::size_t stream_from_;  // Streams(): the cache the host's ranks share (0: never stream)
   std::uint64_t remote_ops_ = 0;
   Status broken_;
   bool consistent_failure_ = false;
@@ -528,6 +542,11 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
   options.slot_bytes = static_cast<std::size_t>(slot) / 64 * 64;  // every element size divides it
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
+  // HostBackend::Streams(): the cache of the CPU this rank starts on (no streaming when sysfs does not say).
+  const std::optional<CpuCache> cache = LastLevelCache(*SystemView::Live(), ::sched_getcpu());
+  COMMKIT_ASSIGN_OR_RETURN(std::int64_t stream_from, EnvIntOr("COMMKIT_HOST_STREAM_BYTES",
+                                                              cache ? static_cast<std::int64_t>(cache->bytes) : 0, 0,
+                                                              std::int64_t{1} << 50));
 
   // Which ranks share a host (its /dev/shm): hosts ordered by their lowest rank.
   auto domains = StoreExchange(context, "")("hosts", shm::ShmDomain());
@@ -535,13 +554,9 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   std::vector<std::string> order;
   std::vector<std::vector<int>> hosts;
   for (int q = 0; q < context.size; ++q) {
-    auto it = std::find(order.begin(), order.end(), (*domains)[q]);
-    if (it == order.end()) {
-      order.push_back((*domains)[q]);
-      hosts.emplace_back();
-      it = order.end() - 1;
-    }
-    hosts[it - order.begin()].push_back(q);
+    const auto h = static_cast<std::size_t>(std::find(order.begin(), order.end(), (*domains)[q]) - order.begin());
+    if (h == order.size()) order.push_back((*domains)[q]), hosts.emplace_back();
+    hosts[h].push_back(q);
   }
   // Which algorithm runs at each size: the selection table (COMMKIT_TUNE, calibration, topology, defaults).
   std::size_t most = 0;
@@ -554,7 +569,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   if (hosts.size() == 1) {
     COMMKIT_ASSIGN_OR_RETURN(auto transport, ShmTransport::Connect(context.rank, context.size, context.group_name,
                                                                    StoreExchange(context, "host/"), options));
-    return std::unique_ptr<Backend>(new HostBackend(std::move(transport), std::move(*table), nullptr));
+    return std::unique_ptr<Backend>(new HostBackend(std::move(transport), std::move(*table), nullptr, stream_from));
   }
 #if COMMKIT_HAVE_UCX
   const std::size_t mine = static_cast<std::size_t>(
@@ -576,7 +591,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   if (context.rank == 0)
     COMMKIT_LOG_INFO(who, ": ", context.size, " ranks on ", hosts.size(), " hosts (shared memory within, UCX between); "
                      "all-reduce: ", tune::Describe(*table, CollectiveKind::kAllreduce, MemoryKind::kHost));
-  return std::unique_ptr<Backend>(new HostBackend(std::move(transport), std::move(*table), std::move(remote)));
+  return std::unique_ptr<Backend>(new HostBackend(std::move(transport), std::move(*table), std::move(remote), stream_from));
 #else
   return Status::Unavailable(StrCat(who, ": the ranks span ", hosts.size(), " hosts and this build has no UCX for the "
                                     "transport between them (apt install libucx-dev; COMMKIT_WITH_UCX=ON); use gloo or mpi"));

@@ -57,9 +57,17 @@ alg::AlgorithmChoice Only(CollectiveAlgorithm a) {
   return c;
 }
 
+// An all-reduce between hosts moves whole ring blocks per message: UCX moves large messages without
+// staging, and a piece per step would add a round trip each.
+alg::AlgorithmChoice WholeBlocks(CollectiveAlgorithm a) {
+  alg::AlgorithmChoice c = Only(a);
+  c.segment_bytes = 0;
+  return c;
+}
+
 }  // namespace
 
-Status RemoteCollectives::Allreduce(const alg::AlgorithmChoice& choice, const CollectiveArgs& a, void* buf,
+Status RemoteCollectives::Allreduce(CollectiveAlgorithm algorithm, const CollectiveArgs& a, void* buf,
                                     std::size_t count, ReduceKind kind, const std::vector<int>& ranks, Deadline d) {
   UcxAlgorithmTransport t(t_, a.sequence);
   alg::AllreduceArgs args;
@@ -67,10 +75,10 @@ Status RemoteCollectives::Allreduce(const alg::AlgorithmChoice& choice, const Co
   args.count = count;
   args.elem_size = SizeOf(a.dtype);
   args.reduce = GetReduceFunction(a.dtype, kind);
-  return alg::Allreduce(t, alg::Group(ranks, t_.rank()), args, choice, d, scratch_);
+  return alg::Allreduce(t, alg::Group(ranks, t_.rank()), args, WholeBlocks(algorithm), d, scratch_);
 }
 
-Status RemoteCollectives::Run(const CollectiveArgs& a, Deadline d, const alg::AlgorithmChoice& allreduce) {
+Status RemoteCollectives::Run(const CollectiveArgs& a, Deadline d, CollectiveAlgorithm allreduce) {
   const int p = t_.size(), r = t_.rank();
   const std::size_t e = SizeOf(a.dtype), n = a.count;
   auto* recv = static_cast<std::uint8_t*>(a.recv);
@@ -95,7 +103,7 @@ Status RemoteCollectives::Run(const CollectiveArgs& a, Deadline d, const alg::Al
       args.count = n;
       args.elem_size = e;
       args.reduce = GetReduceFunction(a.dtype, plain);
-      COMMKIT_RETURN_IF_ERROR(alg::Allreduce(t, all, args, allreduce, d, scratch_));
+      COMMKIT_RETURN_IF_ERROR(alg::Allreduce(t, all, args, WholeBlocks(allreduce), d, scratch_));
       if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, out, n, p);
       return Status::Ok();
     }

@@ -17,12 +17,12 @@ class RemoteCollectives {
   explicit RemoteCollectives(UcxTransport& transport) : t_(transport) {}
 
   // Every collective of the API, flat over all ranks; the all-reduce (and reduce) runs as `allreduce`
-  // says (ring, recursive doubling or halving-doubling).
-  Status Run(const CollectiveArgs& a, Deadline deadline, const algorithms::AlgorithmChoice& allreduce);
+  // says (ring, recursive doubling or halving-doubling), in whole blocks per message.
+  Status Run(const CollectiveArgs& a, Deadline deadline, CollectiveAlgorithm allreduce);
 
   // In-place all-reduce of `count` elements at `buf` among `ranks` (group ranks including this one,
   // in algorithm order) with the reduction `kind` as is (no AVG division, no PREMUL scaling).
-  Status Allreduce(const algorithms::AlgorithmChoice& choice, const CollectiveArgs& a, void* buf, std::size_t count,
+  Status Allreduce(CollectiveAlgorithm algorithm, const CollectiveArgs& a, void* buf, std::size_t count,
                    ReduceKind kind, const std::vector<int>& ranks, Deadline deadline);
 
  private:

@@ -19,6 +19,12 @@ void ScaleInPlace(DataType dtype, void* data, std::size_t n, double factor);
 // data[i] /= divisor (integers: truncating division, as NCCL's AVG).
 void DivideInPlace(DataType dtype, void* data, std::size_t n, int divisor);
 
+// dst = src over n bytes (not overlapping), written with non-temporal stores on x86-64: the lines go
+// to memory without first being read into the cache (a regular store reads each line it writes), and
+// they do not evict what is cached. For outputs too big to stay cached until they are read. Ends
+// with a store fence, so a flag set afterwards publishes the data to other threads like a memcpy.
+void StreamingCopy(void* dst, const void* src, std::size_t n);
+
 // f16 / bf16 conversions (round to nearest even).
 float HalfToFloat(unsigned short h);
 unsigned short FloatToHalf(float f);

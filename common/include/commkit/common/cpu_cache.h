@@ -1,0 +1,21 @@
+// The largest cache a CPU sits behind, as sysfs describes it (/sys/devices/system/cpu/cpuN/cache).
+// Read through a SystemView, so a captured machine replays.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+#include "commkit/common/system_view.h"
+
+namespace commkit {
+
+struct CpuCache {
+  int level = 0;           // 3 for an L3
+  std::size_t bytes = 0;   // its size
+};
+
+// The highest-level data or unified cache of `cpu`; nullopt when sysfs does not list one with a
+// readable size (containers that hide /sys, other kernels).
+std::optional<CpuCache> LastLevelCache(const SystemView& view, int cpu);
+
+}  // namespace commkit
