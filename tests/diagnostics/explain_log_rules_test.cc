@@ -182,5 +182,70 @@ TEST(ExplainTest, MoreCudaRuntimeErrorsMapToFamilies) {
             Confidence::kHigh);
 }
 
+// A line that lists possible causes names none of them: Ray's raylet message offers the OOM killer as
+// one of three; the kernel's own OOM line stays a proof.
+TEST(ExplainTest, ALineListingPossibleCausesProvesNone) {
+  Explanation hedged = ExplainLog(
+      "(raylet) A worker died or was killed while executing a task by an unexpected system error. Worker exit "
+      "type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2. End of "
+      "file. There are some potential root causes. (1) The process is killed by SIGKILL by OOM killer due to high "
+      "memory usage. (2) ray stop --force is called. (3) The worker is crashed unexpectedly due to SIGSEGV.\n");
+  ASSERT_NE(hedged.Best(), nullptr);
+  EXPECT_NE(hedged.Best()->confidence, Confidence::kHigh) << Claim(hedged);
+  Explanation kernel = ExplainLog("[12345.678] Out of memory: Killed process 4242 (python) total-vm:1234kB\n"
+                                  "RuntimeError: worker exited with error\n");
+  EXPECT_EQ(Claim(kernel), "host.oom");
+  EXPECT_EQ(kernel.Best()->confidence, Confidence::kHigh);
+}
+
+// A dma-buf registration pins nothing against RLIMIT_MEMLOCK: its ENOMEM is no proof of the limit,
+// while the plain ibv_reg_mr ENOMEM still is.
+TEST(ExplainTest, ADmaBufRegistrationFailureIsNotTheLockedMemoryLimit) {
+  Explanation dmabuf = ExplainLog(
+      "node1:318:3584 [5] misc/ibvwrap.cc:183 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Cannot "
+      "allocate memory\n");
+  ASSERT_NE(dmabuf.Best(), nullptr);
+  EXPECT_NE(dmabuf.Best()->confidence, Confidence::kHigh) << Claim(dmabuf);
+  Explanation plain = ExplainLog(
+      "node1:318:3584 [5] misc/ibvwrap.cc:183 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate "
+      "memory\n");
+  EXPECT_EQ(Claim(plain), "ib.memlock");
+  EXPECT_EQ(plain.Best()->confidence, Confidence::kHigh);
+}
+
+// PyTorch checks for two ranks on one GPU before NCCL does, in its own words.
+TEST(ExplainTest, PyTorchsDuplicateGpuCheckIsADuplicateGpu) {
+  Explanation ex = ExplainLog(
+      "RuntimeError: Duplicated GPU device is not allowed by NCCL. Rank [0] and rank [8] both attached to GPU "
+      "device 0 on the same host node7. Most likely your world_size is larger than the total number of GPUs\n");
+  EXPECT_EQ(Claim(ex), "gpu.duplicate");
+  EXPECT_EQ(ex.Best()->confidence, Confidence::kHigh);
+}
+
+// With NCCL_SOCKET_IFNAME unset NCCL's bootstrap prefers ib* interfaces; failed connections after it
+// picked IPoIB (different interfaces on the two nodes) point at the interface, not at the network.
+TEST(ExplainTest, IpoibPickedForTheBootstrapWhenConnectionsFailIsTheWrongInterface) {
+  const std::string setup =
+      "nodea:2293:2293 [0] NCCL INFO Bootstrap : Using ibp12s0:192.168.4.102<0>\n"
+      "nodeb:2331:2666 [3] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_1:1/IB/SHARP; OOB "
+      "ibp75s0:192.168.0.103<0>\n";
+  const std::string failure =
+      "nodeb:2330:2658 [2] NCCL INFO misc/socket.cc:567 -> 2\n"
+      "nodeb:2330:2658 [2] NCCL INFO bootstrap.cc:270 -> 2\n";
+  Explanation ex = ExplainLog(setup + failure);
+  EXPECT_EQ(Claim(ex), "socket.wrong_interface");
+  EXPECT_NE(ex.Best()->confidence, Confidence::kHigh);
+  // With NCCL's own "No route to host" the unreachable peer leads, and the interface is the next candidate.
+  Explanation warned = ExplainLog(setup + failure +
+                                  "nodeb:2330:2658 [2] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to "
+                                  "192.168.4.102<45321> failed : No route to host\n");
+  ASSERT_GE(warned.diagnoses.size(), 2u);
+  EXPECT_EQ(warned.diagnoses[1].signature, "socket.wrong_interface") << Claim(warned);
+  // The same failure over Ethernet says nothing about the interface.
+  for (const Diagnosis& d :
+       ExplainLog("nodea:2293:2293 [0] NCCL INFO Bootstrap : Using eth0:192.168.4.102<0>\n" + failure).diagnoses)
+    EXPECT_NE(d.signature, "socket.wrong_interface");
+}
+
 }  // namespace
 }  // namespace commkit::diagnostics

@@ -32,6 +32,9 @@ class Candidates {
     // A proof is a line the program reports as a failure: an INFO banner or a line quoted as context
     // (a command, a setting, a hint) shows a condition, not that it broke this run.
     if (proven && m != nullptr && (m->line->nccl_info || !LooksLikeError(*m))) proven = false;
+    // A line that lists possible causes ("There are some potential root causes. (1) ... OOM killer")
+    // names none of them.
+    if (proven && m != nullptr && ListsPossibleCauses(m->lower)) proven = false;
     if (!Provable(id)) proven = false;
     Diagnosis& d = by_id_[std::string(id)];
     Confidence c = ConfidenceFor(score, proven);

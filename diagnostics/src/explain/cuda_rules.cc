@@ -60,7 +60,9 @@ void CudaRules(LineState& state, const LineView& v, Candidates& c) {
               "uncorrectable ecc", " xid "}))
     c.Hit("cuda.illegal_access", Contains(l, "illegal memory access") ? 74 : 62, false,
           "A GPU kernel faulted (illegal memory access / Xid); NCCL only reports it", &m);
-  if (Contains(l, "duplicate gpu detected")) {
+  // NCCL's own check, and PyTorch's before it reaches NCCL ("Duplicated GPU device is not allowed by
+  // NCCL. Rank [0] and rank [8] both attached to GPU device 0 on the same host").
+  if (Any(l, {"duplicate gpu detected", "duplicated gpu device", "both attached to gpu device"})) {
     std::string cause = "Two ranks use the same GPU";
     if (m.match.entry != nullptr && m.match.captures.size() >= 3)
       cause += " (ranks " + Capture(m, 0) + " and " + Capture(m, 1) + " on CUDA device " + Capture(m, 2) + ")";

@@ -1,5 +1,6 @@
 // Whole-log rules: a virtual interface chosen while connections failed, NCCL versions that differ between
 // the inputs, and ranks whose watchdog reports stopped at different sequence numbers or operations.
+#include <cctype>
 #include <map>
 #include <string>
 #include <vector>
@@ -37,6 +38,22 @@ void FactRules(const RuleContext& ctx, Candidates& c) {
       }
     c.Hit("socket.wrong_interface", 70, false, "NCCL/Gloo selected a virtual or loopback interface (" + Join(virt, ", ") +
           ") that peers cannot reach, and connections then failed", use);
+  }
+  // NCCL's bootstrap prefers interfaces named ib* (IPoIB) when NCCL_SOCKET_IFNAME is unset; IPoIB that is
+  // not routed between the nodes (or on a different subnet on each) then fails the bootstrap connections.
+  std::vector<std::string> ipoib;
+  for (const std::string& i : f.interfaces)
+    if (i.size() > 2 && i.rfind("ib", 0) == 0 && std::isalnum(static_cast<unsigned char>(i[2]))) ipoib.push_back(i);
+  if (!ipoib.empty() && conn_problem && f.env.count("NCCL_SOCKET_IFNAME") == 0 && virt.empty()) {
+    const Message* use = nullptr;
+    for (const Message& m : ctx.messages)
+      if (use == nullptr && (Contains(m.line->body, "Using ") || Contains(m.line->body, "OOB ")))
+        for (const std::string& i : ipoib)
+          if (Contains(m.line->body, i + ":")) use = &m;
+    c.Hit("socket.wrong_interface", ipoib.size() > 1 ? 64 : 56, false,
+          "NCCL's bootstrap picked IPoIB (" + Join(ipoib, ", ") + ": ib* interfaces come first when NCCL_SOCKET_IFNAME "
+          "is unset" + (ipoib.size() > 1 ? ", and the nodes use different ones" : "") +
+          ") and connections then failed: IPoIB not routed between the nodes; name the Ethernet NIC", use);
   }
   // NCCL versions differing (major.minor.patch) within the inputs.
   std::vector<std::string> versions;

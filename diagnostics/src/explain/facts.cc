@@ -245,6 +245,15 @@ bool IsEnvelopeOrHeader(const Message& m) {
   return false;
 }
 
+bool ListsPossibleCauses(std::string_view lower) {
+  static const std::vector<std::string_view> kHedges = {
+      "potential root cause", "possible cause", "possible reason", "possible root cause", "one of the following",
+      "could be caused by", "may be caused by", "might be caused by", "can be caused by", "some potential causes"};
+  for (std::string_view h : kHedges)
+    if (Contains(lower, h)) return true;
+  return false;
+}
+
 bool LooksLikeError(const Message& m) {
   // NCCL WARNs every verbs async event; only the error events (ibv_event_type_str: "... error",
   // "... catastrophic error", "device fatal error") mean something broke. "GID table change", "port

@@ -22,6 +22,8 @@ struct Message {
 // ("Last error:", "Traceback (most recent call last):") are never the first error.
 bool IsEnvelopeOrHeader(const Message& m);
 bool LooksLikeError(const Message& m);
+// Whether a (lower-case) line offers causes as possibilities rather than stating one.
+bool ListsPossibleCauses(std::string_view lower);
 // An IB device in the log reports link layer Ethernet (RoCE).
 bool UsesRoce(const LogFacts& facts);
 

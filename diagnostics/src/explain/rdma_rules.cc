@@ -26,7 +26,14 @@ void IbRules(const LogContext& log, const LineView& v, Candidates& c) {
     // memory registration proves the limit.
     // A log that shows the limit is already unlimited rules the limit out: the ENOMEM then comes from the
     // device (MR / MTT resources, GPU memory registration), not from RLIMIT_MEMLOCK.
-    if (enomem && (reg || create) && log.memlock_unlimited)
+    // A dma-buf registration (GPUDirect through the GPU's exporter) pins nothing against RLIMIT_MEMLOCK:
+    // its ENOMEM is the GPU's or the device's (BAR space, MR resources, oversized NCCL buffers).
+    const bool dmabuf = Contains(l, "dmabuf");
+    if (enomem && dmabuf)
+      c.Hit("ib.memlock", 40, false, "Registering GPU memory through dma-buf failed with ENOMEM: not the "
+            "locked-memory limit (dma-buf pins nothing against it) but GPU BAR space or NIC memory-region resources "
+            "(large NCCL_BUFFSIZE, many communicators)", &m);
+    else if (enomem && (reg || create) && log.memlock_unlimited)
       c.Hit("ib.memlock", 45, false, "Registering / creating an RDMA resource failed with ENOMEM although the log "
             "shows an unlimited locked-memory limit: device resources or GPU memory registration, not ulimit -l", &m);
     else if (enomem && (reg || create))
