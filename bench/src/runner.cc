@@ -1,13 +1,18 @@
 #include "commkit/bench/runner.h"
 
+#include <sys/mman.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 
 #include "commkit/bench/device.h"
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/check.h"
 #include "commkit/common/strings.h"
 
 namespace commkit::bench {
@@ -63,6 +68,34 @@ bool Matches(DataType t, ReduceKind kind, double got, double want) {
   return std::fabs(got - want) <= tol * std::max(1.0, std::fabs(want));
 }
 
+// Host memory of one benchmark buffer, zero-filled. From 2 MiB on it is 2 MiB-aligned and advised as
+// transparent huge pages (MADV_HUGEPAGE; nothing changes where THP is off): with 4 KiB pages a 64 MiB
+// all-reduce on a VM spends much of its time in page walks, and which runs hit them varied from launch
+// to launch (docs/benchmarks.md). scripts/peer-bench allocates every peer's buffers the same way.
+class HostBuffer {
+ public:
+  void resize(std::size_t n) {
+    constexpr std::size_t kHuge = std::size_t{2} << 20;
+    const bool huge = n >= kHuge;
+    const std::size_t align = huge ? kHuge : 64, bytes = (n + align - 1) / align * align;
+    mem_.reset(static_cast<unsigned char*>(std::aligned_alloc(align, bytes)));
+    COMMKIT_CHECK(mem_ != nullptr, "out of memory allocating a ", n, "-byte benchmark buffer");
+    if (huge) (void)::madvise(mem_.get(), bytes, MADV_HUGEPAGE);
+    std::memset(mem_.get(), 0, bytes);  // faulted in (and, where THP allows, as huge pages) before timing
+    size_ = n;
+  }
+  unsigned char* data() { return mem_.get(); }
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  struct Free {
+    void operator()(unsigned char* p) const { std::free(p); }
+  };
+  std::unique_ptr<unsigned char, Free> mem_;
+  std::size_t size_ = 0;
+};
+
 // The buffers of one placement: one or two storages (0: send, 1: receive; in-place variants use one),
 // their host images and, for device backends, device copies. The collective gets pointers into the
 // device copies then; inputs are written into the host images and copied in, results are copied out
@@ -72,7 +105,7 @@ struct Buffers {
     int storage = 0;
     std::size_t offset = 0;  // bytes
   };
-  std::vector<unsigned char> host[2];
+  HostBuffer host[2];
   DeviceMemory device[2];
   Ref send_ref, recv_ref;  // the result is read at recv_ref
   std::size_t out_count = 0;
