@@ -29,8 +29,8 @@ TEST(ExplainTest, AGivenTopologyFileIsTheSuspectOfAnInitErrorWithoutDetail) {
 // A failure no rule knows still gets the family whose known cases it resembles, at low confidence and
 // saying so; text without a failure in it gets nothing.
 TEST(ExplainTest, AnUnrecognisedFailureGetsOnlyALowResemblance) {
-  Explanation ex = ExplainLog("RuntimeError: failed: the peer GPUs could not map each other's memory over PCIe (ACS "
-                              "enabled)\n");
+  Explanation ex = ExplainLog("RuntimeError: failed: P2P between the peer GPUs could not map each other's memory over "
+                              "PCIe (ACS enabled)\n");
   ASSERT_NE(ex.Best(), nullptr);
   EXPECT_EQ(ex.Best()->signature, "p2p.unsupported");
   EXPECT_EQ(ex.Best()->confidence, Confidence::kLow);
