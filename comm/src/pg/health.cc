@@ -213,21 +213,20 @@ void CacheIdentities(Health::Shared& s) {
   s.identities = std::move(ids);
 }
 
-// The entry every rank publishes before its first collective (synchronously, in Health's constructor):
-// once any collective has completed, every peer's entry is in the store.
-bool PublishFirst(Health::Shared& s) {
+// Writes this rank's "progress/<rank>" entry: its identity, the last collective it entered and the
+// one it saw fail, stamped now.
+Status Publish(Health::Shared& s, std::uint64_t seq, std::uint64_t failed) {
   RankProgress p = Self();
+  p.seq = static_cast<std::int64_t>(seq);
+  p.failed = static_cast<std::int64_t>(failed);
   p.when = UnixMs();
-  Status st = s.store->Set(s.key, FormatProgress(p));
-  if (!st.ok()) COMMKIT_LOG_DEBUG("progress entry ", s.key, " not published: ", st.ToString());
-  return st.ok();
+  return s.store->Set(s.key, FormatProgress(p));
 }
 
 void PublishLoop(const std::shared_ptr<Health::Shared>& s, std::chrono::milliseconds heartbeat, bool first_published) {
   std::uint64_t published = first_published ? 0 : ~0ull, published_failed = 0;
   auto last = Clock::now();
   bool have_identities = s->peers.empty();
-  RankProgress p = Self();
   for (bool first = true;; first = false) {
     {
       std::unique_lock<std::mutex> lock(s->mu);
@@ -247,10 +246,7 @@ void PublishLoop(const std::shared_ptr<Health::Shared>& s, std::chrono::millisec
     std::uint64_t seq = s->entered.load();
     std::uint64_t failed = s->failed.load();
     if (seq == published && failed == published_failed && Clock::now() - last < heartbeat) continue;
-    p.seq = static_cast<std::int64_t>(seq);
-    p.failed = static_cast<std::int64_t>(failed);
-    p.when = UnixMs();
-    Status st = s->store->Set(s->key, FormatProgress(p));
+    Status st = Publish(*s, seq, failed);
     if (!st.ok()) {
       COMMKIT_LOG_DEBUG("progress heartbeat ", s->key, " stopped: ", st.ToString());
       break;
@@ -277,8 +273,11 @@ Health::Health(std::shared_ptr<Store> store, int rank, int size, std::string who
     shared_->peers.push_back(r);
     shared_->peer_keys.push_back(StrCat("progress/", r));
   }
-  const bool published = PublishFirst(*shared_);
-  publisher_ = std::thread([s = shared_, published] { PublishLoop(s, kHeartbeat, published); });
+  // Published before the first collective, not by the heartbeat thread later: once any collective has
+  // completed, every peer's entry is in the store.
+  Status first = Publish(*shared_, 0, 0);
+  if (!first.ok()) COMMKIT_LOG_DEBUG("progress entry ", shared_->key, " not published: ", first.ToString());
+  publisher_ = std::thread([s = shared_, published = first.ok()] { PublishLoop(s, kHeartbeat, published); });
 }
 
 void Health::Stop() {
