@@ -1,9 +1,7 @@
 #include "commkit/bench/options.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
-#include <limits>
 
 #include <CLI/CLI.hpp>
 
@@ -11,15 +9,6 @@
 #include "commkit/common/strings.h"
 
 namespace commkit::bench {
-namespace {
-
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& ch : out) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return out;
-}
-
-}  // namespace
 
 std::string_view ToString(OutputFormat format) {
   switch (format) {
@@ -31,38 +20,13 @@ std::string_view ToString(OutputFormat format) {
 }
 
 Result<std::size_t> ParseSize(std::string_view text) {
-  std::string t = Lower(Trim(text));
-  auto bad = [&](std::string_view why) {
-    return Status::InvalidArgument(StrCat("commkit-bench: bad size '", text, "': ", why,
-                                          " (use bytes with an optional K, M or G suffix, e.g. 8, 64K, 1M)"));
-  };
-  if (t.empty()) return bad("empty");
-  for (std::string_view suffix : {"ib", "b"}) {
-    if (t.size() > suffix.size() && t.ends_with(suffix)) {
-      t.resize(t.size() - suffix.size());
-      break;
-    }
-  }
-  double mult = 1;
-  switch (t.back()) {
-    case 'k': mult = 1024.0; break;
-    case 'm': mult = 1024.0 * 1024; break;
-    case 'g': mult = 1024.0 * 1024 * 1024; break;
-    case 't': mult = 1024.0 * 1024 * 1024 * 1024; break;
-    default: break;
-  }
-  if (mult != 1) t.pop_back();
-  if (t.empty() || !(std::isdigit(static_cast<unsigned char>(t[0])) || t[0] == '.')) return bad("not a number");
-  auto value = ParseDouble(t);
-  if (!value || !std::isfinite(*value) || *value < 0) return bad("not a non-negative number");
-  const double bytes = *value * mult;
-  if (bytes >= static_cast<double>(std::numeric_limits<std::size_t>::max() / 2)) return bad("too large");
-  if (bytes != std::floor(bytes)) return bad("not a whole number of bytes");
-  return static_cast<std::size_t>(bytes);
+  auto bytes = ParseByteSize(text);
+  if (!bytes.ok()) return Status::InvalidArgument(StrCat("commkit-bench: ", bytes.status().message()));
+  return bytes;
 }
 
 Result<DataType> ParseDataType(std::string_view text) {
-  const std::string t = Lower(text);
+  const std::string t = ToLower(text);
   if (t == "float" || t == "float32" || t == "f32" || t == "fp32") return DataType::kFloat32;
   if (t == "double" || t == "float64" || t == "f64" || t == "fp64") return DataType::kFloat64;
   if (t == "half" || t == "float16" || t == "f16" || t == "fp16") return DataType::kFloat16;
@@ -76,7 +40,7 @@ Result<DataType> ParseDataType(std::string_view text) {
 }
 
 Result<ReduceOp> ParseReduceOp(std::string_view text) {
-  const std::string t = Lower(text);
+  const std::string t = ToLower(text);
   if (t == "sum") return ReduceOp::Sum();
   if (t == "prod") return ReduceOp::Prod();
   if (t == "min") return ReduceOp::Min();
@@ -285,7 +249,7 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   o.check = check != 0;
   o.progress = !no_progress;
   o.mismatch_check = mismatch != 0;
-  const std::string f = Lower(format);
+  const std::string f = ToLower(format);
   if (f == "table") {
     o.format = OutputFormat::kTable;
   } else if (f == "json" || f == "jsonl") {

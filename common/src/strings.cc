@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 namespace commkit {
 
@@ -70,6 +71,37 @@ std::optional<double> ParseDouble(std::string_view text) {
   double value = std::strtod(copy.c_str(), &end);
   if (errno != 0 || end != copy.c_str() + copy.size() || !std::isfinite(value)) return std::nullopt;
   return value;
+}
+
+Result<std::size_t> ParseByteSize(std::string_view text) {
+  std::string t = ToLower(Trim(text));
+  auto bad = [&](std::string_view why) {
+    return Status::InvalidArgument(StrCat("bad size '", text, "': ", why,
+                                          " (use bytes with an optional K, M or G suffix, e.g. 8, 64K, 1M)"));
+  };
+  if (t.empty()) return bad("empty");
+  for (std::string_view suffix : {"ib", "b"}) {
+    if (t.size() > suffix.size() && t.ends_with(suffix)) {
+      t.resize(t.size() - suffix.size());
+      break;
+    }
+  }
+  double mult = 1;
+  switch (t.back()) {
+    case 'k': mult = 1024.0; break;
+    case 'm': mult = 1024.0 * 1024; break;
+    case 'g': mult = 1024.0 * 1024 * 1024; break;
+    case 't': mult = 1024.0 * 1024 * 1024 * 1024; break;
+    default: break;
+  }
+  if (mult != 1) t.pop_back();
+  if (t.empty() || !(std::isdigit(static_cast<unsigned char>(t[0])) || t[0] == '.')) return bad("not a number");
+  auto value = ParseDouble(t);
+  if (!value || !std::isfinite(*value) || *value < 0) return bad("not a non-negative number");
+  const double bytes = *value * mult;
+  if (bytes >= static_cast<double>(std::numeric_limits<std::size_t>::max() / 2)) return bad("too large");
+  if (bytes != std::floor(bytes)) return bad("not a whole number of bytes");
+  return static_cast<std::size_t>(bytes);
 }
 
 std::string HumanBytes(double bytes) {

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "commkit/common/status.h"
+
 namespace commkit {
 
 // StrCat("rank ", 3, "/", 8) == "rank 3/8": anything with operator<<.
@@ -35,6 +37,9 @@ std::string ToLower(std::string_view text);
 // Strict integer parsing: the whole (trimmed) text must be a base-10 integer in range.
 std::optional<std::int64_t> ParseInt(std::string_view text);
 std::optional<double> ParseDouble(std::string_view text);
+// A byte count with an optional binary suffix: "8", "64K", "1.5k", "16KiB", "4MB", "2G", "1T" (sysfs
+// writes cache sizes as "32768K"). InvalidArgument "bad size '<text>': <why> (...)" otherwise.
+Result<std::size_t> ParseByteSize(std::string_view text);
 
 // POSIX shell quoting, as Python's shlex.quote: unchanged when only [A-Za-z0-9_@%+=:,./-], '' when
 // empty, else single-quoted with ' written as '"'"'.
