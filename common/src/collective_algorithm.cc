@@ -13,7 +13,8 @@ namespace {
 
 constexpr std::array<std::string_view, kNumCollectiveAlgorithms> kNames = {
     "flat",  "sliced",  "ring",          "recursive_doubling", "halving_doubling", "hierarchical",
-    "bcube", "library", "binomial_tree", "dissemination",      "pairwise",         "direct"};
+    "bcube", "library", "binomial_tree", "dissemination",      "pairwise",         "direct",
+    "single_copy"};
 
 constexpr bool InEnumeratorOrder() {
   for (std::size_t i = 0; i < kCollectiveAlgorithms.size(); ++i)
@@ -21,7 +22,7 @@ constexpr bool InEnumeratorOrder() {
   return true;
 }
 static_assert(InEnumeratorOrder() &&
-                  static_cast<std::size_t>(CollectiveAlgorithm::kDirect) + 1 == kNumCollectiveAlgorithms,
+                  static_cast<std::size_t>(CollectiveAlgorithm::kSingleCopy) + 1 == kNumCollectiveAlgorithms,
               "kCollectiveAlgorithms lists every enumerator once, in order");
 
 // A name in an error is user text: at most this many bytes of it are shown.

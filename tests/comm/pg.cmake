@@ -77,6 +77,9 @@ commkit_add_test(comm_pg_host_test
   LABELS unit
   TIMEOUT 600
   ENVIRONMENT "GTEST_FILTER=-HostFourHosts/*")
+# SingleCopyPossible (comm/backends/host/src/single_copy.h, private).
+target_include_directories(comm_pg_host_test PRIVATE ${PROJECT_SOURCE_DIR}/comm/backends/host/src
+                                                     ${PROJECT_SOURCE_DIR}/comm/src)
 add_test(NAME comm_pg_host_small_slots COMMAND comm_pg_host_test --gtest_filter=Host*/PgConformance.*:HostBackend.Mismatch*:-HostFourHosts/* --gtest_color=no)
 set_tests_properties(comm_pg_host_small_slots PROPERTIES LABELS unit TIMEOUT 600
   ENVIRONMENT "COMMKIT_HOST_SLOT_BYTES=65536;COMMKIT_HOST_FLAT_BYTES=4096")

@@ -11,9 +11,12 @@
 
 #include "commkit/comm/hash_store.h"
 #include "commkit/comm/registry.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/common/config.h"
 #include "commkit/common/shm_segment.h"
+#include "commkit/common/strings.h"
 #include "pg_conformance.h"
+#include "single_copy.h"
 
 namespace commkit::testing {
 namespace {
@@ -181,6 +184,97 @@ TEST(HostBackend, ReduceScatterInPiecesIsExactForEveryOpAndPlacement) {
       }
     });
   }
+}
+
+// The single-copy all-gather (each rank reads its peers' inputs where they are): forced for every size,
+// ranks as threads (memcpy) and as processes (process_vm_readv); equal and uneven blocks (one empty, one
+// of an odd byte count), in place and not, gather to every root, and calls whose values change, so a
+// block read before its owner wrote it, or from the wrong rank, shows. The run counter proves the path ran.
+TEST(HostBackend, SingleCopyAllgatherIsExactForEveryShapeAndPlacement) {
+  ScopedEnv tune("COMMKIT_TUNE", "host.allgather:*:single_copy");
+  for (const char* spec : {"host", "host+fork"}) {
+    for (int ranks : {2, 3}) {
+      RunRanks(spec, ranks, [&](ProcessGroup& pg) {
+        const int p = pg.size(), me = pg.rank();
+        const std::uint64_t ran_before = tune::RunCount("host", CollectiveAlgorithm::kSingleCopy);
+        int calls = 0;
+        for (int call = 0; call < 3; ++call) {
+          for (std::size_t n : {std::size_t{1}, std::size_t{4099}, std::size_t{300000}}) {
+            for (bool v : {false, true}) {
+              std::vector<std::size_t> counts(p, n);
+              if (v)
+                for (int q = 0; q < p; ++q) counts[q] = q == 1 ? 0 : n + static_cast<std::size_t>(q) * 3;
+              std::vector<std::size_t> off(p + 1, 0);
+              for (int q = 0; q < p; ++q) off[q + 1] = off[q] + counts[q];
+              auto value = [&](int q, std::size_t i) { return static_cast<std::uint8_t>(q * 31 + i * 7 + call); };
+              for (bool in_place : {false, true}) {
+                std::vector<std::uint8_t> mine(counts[me]), all(off[p], 0xEE);
+                for (std::size_t i = 0; i < counts[me]; ++i) mine[i] = value(me, i);
+                if (in_place) std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(off[me]));
+                const void* send = in_place ? all.data() + off[me] : mine.data();
+                if (v) {
+                  COMMKIT_WAIT_OK(pg.Allgatherv(send, all.data(), counts, DataType::kUInt8));
+                } else {
+                  COMMKIT_WAIT_OK(pg.Allgather(send, all.data(), n, DataType::kUInt8));
+                }
+                ++calls;
+                for (int q = 0; q < p; ++q)
+                  for (std::size_t i = 0; i < counts[q]; ++i)
+                    ASSERT_EQ(all[off[q] + i], value(q, i)) << "block " << q << " i=" << i << " n=" << n << (v ? " v" : "")
+                                                            << (in_place ? " in place" : "") << " call " << call
+                                                            << " ranks " << p << " " << spec;
+              }
+            }
+            for (int root = 0; root < p; ++root) {
+              std::vector<float> mine(n), all(n * static_cast<std::size_t>(p), -1.0f);
+              for (std::size_t i = 0; i < n; ++i) mine[i] = static_cast<float>(me * 1000 + static_cast<int>(i % 251) + call);
+              COMMKIT_WAIT_OK(pg.Gather(mine.data(), all.data(), n, DataType::kFloat32, root));
+              ++calls;
+              if (me != root) continue;
+              for (int q = 0; q < p; ++q)
+                for (std::size_t i = 0; i < n; ++i)
+                  ASSERT_EQ(all[static_cast<std::size_t>(q) * n + i], static_cast<float>(q * 1000 + static_cast<int>(i % 251) + call))
+                      << "gather to " << root << " block " << q << " i=" << i << " ranks " << p << " " << spec;
+            }
+          }
+        }
+        // Threads share the counter: every rank's calls count in it.
+        EXPECT_GE(tune::RunCount("host", CollectiveAlgorithm::kSingleCopy) - ran_before, static_cast<std::uint64_t>(calls));
+      });
+    }
+  }
+}
+
+// Whether the ranks may read each other is agreed at creation: a peer whose announced memory cannot be
+// read (no such process) or holds another value (another pid namespace) turns single-copy off on
+// every rank, with the reason.
+TEST(HostBackend, SingleCopyIsOffWhenAPeerCannotBeRead) {
+  for (const std::string peer : {"2147483646 4096 77", "self-with-wrong-token", "garbage"}) {
+    std::string announced;
+    comm::ShmExchange exchange = [&](std::string_view step, const std::string& mine) -> Result<std::vector<std::string>> {
+      if (step == "single-copy-read") return std::vector<std::string>{mine, "ok"};
+      const std::vector<std::string> f = Split(mine, ' ');
+      announced = mine;
+      std::string other = peer;
+      if (peer == "self-with-wrong-token") other = StrCat(f[0], " ", f[1], " ", *ParseInt(f[2]) ^ 1);
+      return std::vector<std::string>{mine, other};
+    };
+    std::string why;
+    auto possible = comm::host::SingleCopyPossible(exchange, 0, &why);
+    ASSERT_TRUE(possible.ok()) << possible.status().ToString();
+    EXPECT_FALSE(*possible) << peer;
+    EXPECT_TRUE(Contains(why, "rank 0: ")) << why;  // rank 0 is the one that could not read
+    EXPECT_TRUE(Contains(why, peer == "garbage" ? "announced 'garbage'"
+                                               : peer == "self-with-wrong-token" ? "another process" : "process_vm_readv"))
+        << peer << ": " << why;
+  }
+  // Two ranks of one process read each other.
+  comm::ShmExchange same = [](std::string_view, const std::string& mine) -> Result<std::vector<std::string>> {
+    return std::vector<std::string>{mine, mine};
+  };
+  auto possible = comm::host::SingleCopyPossible(same, 1, nullptr);
+  ASSERT_TRUE(possible.ok()) << possible.status().ToString();
+  EXPECT_TRUE(*possible);
 }
 
 TEST(HostBackend, MismatchedCountsAreReportedOnEveryRankAndTheGroupStaysUsable) {

@@ -13,7 +13,7 @@ namespace {
 TEST(CollectiveAlgorithm, NamesAreTheDocumentedSpellings) {
   const std::string expected[] = {"flat",         "sliced", "ring",    "recursive_doubling", "halving_doubling",
                                   "hierarchical", "bcube",  "library", "binomial_tree",      "dissemination",
-                                  "pairwise",     "direct"};
+                                  "pairwise",     "direct", "single_copy"};
   ASSERT_EQ(std::size(expected), kNumCollectiveAlgorithms);
   std::set<std::string_view> seen;
   for (std::size_t i = 0; i < kNumCollectiveAlgorithms; ++i) {

@@ -9,6 +9,9 @@ namespace commkit::tune {
 
 namespace {
 
+// The host all-gather's output size from which it reads peers directly (docs/host-backend.md).
+constexpr std::size_t kSingleCopyFrom = std::size_t{4} << 20;
+
 bool PowerOfTwo(int n) { return n >= 1 && (n & (n - 1)) == 0; }
 
 Rule Make(std::string_view backend, CollectiveKind collective, std::size_t lo, std::size_t hi,
@@ -34,6 +37,9 @@ std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, Collective
     // within-host step of the hierarchical all-reduce, a reduce) the shared-memory engine's two.
     if (collective == CollectiveKind::kAllreduce && shape.nodes > 1) return {A::kRing, A::kHalvingDoubling, A::kHierarchical};
     if (collective == CollectiveKind::kAllreduce || collective == CollectiveKind::kReduce) return {A::kFlat, A::kSliced};
+    // All-gather(v) and gather within a host: staged through the slots or single-copy (sized by the
+    // whole output).
+    if (collective == CollectiveKind::kAllgather && shape.nodes == 1) return {A::kFlat, A::kSingleCopy};
     return {};
   }
   if (backend == "gloo") {
@@ -65,6 +71,20 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
       out.push_back(Make(backend, c, 0, flat + 1, A::kFlat, why));
       out.push_back(Make(backend, c, flat + 1, kNoLimit, A::kSliced,
                          oversubscribed ? "built-in: sliced above 64 KiB" : "built-in: sliced above 1 KiB"));
+    }
+    if (shape.nodes == 1 && !oversubscribed) {
+      // Staged for small outputs (one round, data in the cache); single-copy from kSingleCopyFrom, where
+      // staging costs a second pass and a synchronisation per slot. With more ranks than cores neither
+      // led consistently (4 ranks on 2 cores): staged stays (docs/host-backend.md).
+      out.push_back(Make(backend, CollectiveKind::kAllgather, 0, kSingleCopyFrom, A::kFlat,
+                         StrCat("built-in: staged through shared memory below ", HumanBytes(kSingleCopyFrom),
+                                " (docs/host-backend.md)")));
+      out.push_back(Make(backend, CollectiveKind::kAllgather, kSingleCopyFrom, kNoLimit, A::kSingleCopy,
+                         StrCat("built-in: single-copy from ", HumanBytes(kSingleCopyFrom),
+                                " where the ranks may read each other")));
+    } else if (shape.nodes == 1) {
+      out.push_back(Make(backend, CollectiveKind::kAllgather, 0, kNoLimit, A::kFlat,
+                         "built-in: staged through shared memory with more ranks than cores (docs/host-backend.md)"));
     }
     if (shape.nodes > 1)
       out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kNoLimit, A::kRing,

@@ -16,7 +16,7 @@ namespace commkit {
 // The values index per-algorithm arrays (kCollectiveAlgorithms): add new ones at the end.
 enum class CollectiveAlgorithm : std::uint8_t {
   // host and mpi backends, ranks on one host: every rank reduces every rank's input from the
-  // shared-memory slots (small messages).
+  // shared-memory slots (small messages); for the host all-gather, every block is staged through them.
   kFlat,
   // host backend, all-reduce and reduce within a host: each rank reduces its 1/p slice from its input
   // and the peers' slots, then every rank gathers the reduced slices (large messages).
@@ -48,9 +48,13 @@ enum class CollectiveAlgorithm : std::uint8_t {
   kPairwise,
   // Gather and scatter: the root exchanges with every rank in turn (algorithm layer; host across hosts).
   kDirect,
+  // host backend, all-gather within a host: every rank reads each peer's input straight into its
+  // output (process_vm_readv between processes, memcpy between threads of one process), with no
+  // staging through the shared-memory slots (large messages whose data leaves the cache).
+  kSingleCopy,
 };
 
-inline constexpr std::size_t kNumCollectiveAlgorithms = 12;
+inline constexpr std::size_t kNumCollectiveAlgorithms = 13;
 // Every algorithm, in enumerator order.
 inline constexpr std::array<CollectiveAlgorithm, kNumCollectiveAlgorithms> kCollectiveAlgorithms = {
     CollectiveAlgorithm::kFlat,
@@ -65,10 +69,12 @@ inline constexpr std::array<CollectiveAlgorithm, kNumCollectiveAlgorithms> kColl
     CollectiveAlgorithm::kDissemination,
     CollectiveAlgorithm::kPairwise,
     CollectiveAlgorithm::kDirect,
+    CollectiveAlgorithm::kSingleCopy,
 };
 
 // "flat", "sliced", "ring", "recursive_doubling", "halving_doubling", "hierarchical", "bcube",
-// "library", "binomial_tree", "dissemination", "pairwise", "direct" ("?" for a value out of range).
+// "library", "binomial_tree", "dissemination", "pairwise", "direct", "single_copy" ("?" for a value
+// out of range).
 std::string_view ToString(CollectiveAlgorithm algorithm);
 
 // The algorithm `name` spells as ToString does, ignoring case and surrounding whitespace; otherwise
