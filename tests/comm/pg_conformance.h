@@ -202,14 +202,14 @@ TEST_P(PgConformance, ReduceScatterAndAlltoall) {
       for (std::size_t i = 0; i < total; ++i) vin.set(i, Value(me, i, ReduceKind::kSum));
       COMMKIT_WAIT_OK(pg.ReduceScatterV(vin.data(), vout.data(), counts, t, ReduceOp::Sum()));
       for (std::size_t i = 0; i < counts[me]; ++i) ASSERT_EQ(vout.at(i), Reference(t, ReduceOp::Sum(), p, off + i));
-      // alltoall: element (to q, i) = 30*me + 5*q + i  (kept small for i8 when p <= 4); 0 and 2 per block
+      // alltoall: element (to q, i) = 24*me + 4*q + i (at most 113 for i8 up to 5 ranks); 0 and 2 per block
       for (std::size_t n : {std::size_t{0}, std::size_t{2}}) {
         Buffer a(t, n * p), b(t, n * p);
         for (int q = 0; q < p; ++q)
-          for (std::size_t i = 0; i < n; ++i) a.set(q * n + i, 30 * me + 5 * q + static_cast<double>(i));
+          for (std::size_t i = 0; i < n; ++i) a.set(q * n + i, 24 * me + 4 * q + static_cast<double>(i));
         COMMKIT_WAIT_OK(pg.Alltoall(a.data(), b.data(), n, t));
         for (int q = 0; q < p; ++q)
-          for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b.at(q * n + i), 30 * q + 5 * me + static_cast<double>(i));
+          for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(b.at(q * n + i), 24 * q + 4 * me + static_cast<double>(i));
       }
       // alltoallv: rank me sends (me + q) % 3 elements to q
       std::vector<std::size_t> sc(p), rc(p);
@@ -221,11 +221,11 @@ TEST_P(PgConformance, ReduceScatterAndAlltoall) {
           vb(t, std::accumulate(rc.begin(), rc.end(), std::size_t{0}));
       std::size_t k = 0;
       for (int q = 0; q < p; ++q)
-        for (std::size_t i = 0; i < sc[q]; ++i) va.set(k++, 30 * me + 5 * q + static_cast<double>(i));
+        for (std::size_t i = 0; i < sc[q]; ++i) va.set(k++, 24 * me + 4 * q + static_cast<double>(i));
       COMMKIT_WAIT_OK(pg.Alltoallv(va.data(), sc, vb.data(), rc, t));
       k = 0;
       for (int q = 0; q < p; ++q)
-        for (std::size_t i = 0; i < rc[q]; ++i) ASSERT_EQ(vb.at(k++), 30 * q + 5 * me + static_cast<double>(i));
+        for (std::size_t i = 0; i < rc[q]; ++i) ASSERT_EQ(vb.at(k++), 24 * q + 4 * me + static_cast<double>(i));
     }
     // Larger, once each: reduce_scatter of 64K elements per rank (f32 SUM) and alltoall of 64K per block.
     const std::size_t big = kLarge;
