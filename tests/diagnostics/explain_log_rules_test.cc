@@ -86,8 +86,7 @@ TEST(ExplainTest, TheCatalogNamesTheSourceFileOfAWarningWithoutOne) {
   EXPECT_EQ(ExplainLog(without).Best()->confidence, Confidence::kLow);
   Explanation old_driver =
       ExplainLog("h:1:2 [0] NCCL WARN CUDA Driver version found is 11040. Minimum requirement is 12020\n");
-  EXPECT_EQ(Claim(old_driver), "cuda.driver_too_old");
-  EXPECT_EQ(old_driver.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(old_driver), "cuda.driver_too_old");
 }
 
 // What NCCL's setup lines say together: GPUDirect RDMA on some ranks only, IB asked for but absent, a
@@ -194,8 +193,7 @@ TEST(ExplainTest, ALineListingPossibleCausesProvesNone) {
   EXPECT_NE(hedged.Best()->confidence, Confidence::kHigh) << Claim(hedged);
   Explanation kernel = ExplainLog("[12345.678] Out of memory: Killed process 4242 (python) total-vm:1234kB\n"
                                   "RuntimeError: worker exited with error\n");
-  EXPECT_EQ(Claim(kernel), "host.oom");
-  EXPECT_EQ(kernel.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(kernel), "host.oom");
 }
 
 // A dma-buf registration pins nothing against RLIMIT_MEMLOCK: its ENOMEM is no proof of the limit,
@@ -209,8 +207,7 @@ TEST(ExplainTest, ADmaBufRegistrationFailureIsNotTheLockedMemoryLimit) {
   Explanation plain = ExplainLog(
       "node1:318:3584 [5] misc/ibvwrap.cc:183 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate "
       "memory\n");
-  EXPECT_EQ(Claim(plain), "ib.memlock");
-  EXPECT_EQ(plain.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(plain), "ib.memlock");
 }
 
 // PyTorch checks for two ranks on one GPU before NCCL does, in its own words.
@@ -218,8 +215,7 @@ TEST(ExplainTest, PyTorchsDuplicateGpuCheckIsADuplicateGpu) {
   Explanation ex = ExplainLog(
       "RuntimeError: Duplicated GPU device is not allowed by NCCL. Rank [0] and rank [8] both attached to GPU "
       "device 0 on the same host node7. Most likely your world_size is larger than the total number of GPUs\n");
-  EXPECT_EQ(Claim(ex), "gpu.duplicate");
-  EXPECT_EQ(ex.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(ex), "gpu.duplicate");
 }
 
 // With NCCL_SOCKET_IFNAME unset NCCL's bootstrap prefers ib* interfaces; failed connections after it

@@ -48,8 +48,7 @@ TEST(ExplainTest, GeneralFamiliesFromTheSecondBatch) {
   // The locked-memory limit in words, and a UCX memory registration with ENOMEM (a proof).
   Explanation ml = ExplainLog("UCX  ERROR mlx5_0: mlx5dv_devx_umem_reg(size=131072 access=0x0) failed: Cannot allocate "
                               "memory\n");
-  EXPECT_EQ(Claim(ml), "ib.memlock");
-  EXPECT_EQ(ml.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(ml), "ib.memlock");
   // `ulimit -a` reporting an unlimited limit is no evidence at all.
   EXPECT_EQ(ExplainLog("max locked memory       (kbytes, -l) unlimited\n").Best(), nullptr);
   // NCCL's socket transport names a size mismatch between ranks.
@@ -80,8 +79,7 @@ TEST(ExplainTest, HighNeedsAProvableFamilyAnErrorLineAndNoStrongRival) {
                                       "0.0.0.0:29500 (errno: 98 - Address already in use).\n"
                                       "RuntimeError: The server socket has failed to listen on any local network "
                                       "address. Address already in use\n");
-  EXPECT_EQ(Claim(store_bind), "store.port_in_use");
-  EXPECT_EQ(store_bind.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(store_bind), "store.port_in_use");
   // "killed process" without the kernel's OOM wording: medium.
   Explanation killed = ExplainLog("torch.distributed.elastic: killed process 1234 (python) after a failure\n");
   EXPECT_EQ(Claim(killed), "host.oom");
@@ -189,14 +187,12 @@ TEST(ExplainTest, ShmEnospcFromOtherReleases) {
       "[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n"
       "[3] NCCL INFO include/shm.h:41 -> 2\n"
       "[3] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-1-2-3 (size 9637888)\n");
-  EXPECT_EQ(Claim(a), "shm.space");
-  EXPECT_EQ(a.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(a), "shm.space");
   Explanation b = ExplainLog(
       "2024-05-01 10:00:00.123456: E external/xla/xla/service/gpu/nccl_utils.cc:297] NCCL operation failed\n"
       "h:1:2 [0] misc/shmutils.cc:72 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-x (size "
       "9637888), error: No space left on device (28)\n");
-  EXPECT_EQ(Claim(b), "shm.space");
-  EXPECT_EQ(b.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(b), "shm.space");
   // Permission problems are not space problems.
   Explanation c = ExplainLog(
       "n:1:2 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied\n"
@@ -212,8 +208,7 @@ TEST(ExplainTest, FirstErrorSkipsHeaderLines) {
       "Last error:\n"
       "Duplicate GPU detected : rank 0 and rank 1 both on CUDA device 2000\n");
   EXPECT_EQ(ex.facts.first_error.line, 4);
-  EXPECT_EQ(Claim(ex), "gpu.duplicate");
-  EXPECT_EQ(ex.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(ex), "gpu.duplicate");
   EXPECT_NE(ex.Best()->cause.find("ranks 0 and 1 on CUDA device 2000"), std::string::npos) << ex.Best()->cause;
   EXPECT_EQ(ex.facts.nccl_versions, std::vector<std::string>{"2.19.3"});
 }
@@ -237,8 +232,7 @@ TEST(ExplainTest, IfnameGarbageAddressFamily) {
       "[trainer0|0]:ncclInternalError: Internal check failed.\n"
       "[trainer0|0]:Last error:\n"
       "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)\n");
-  EXPECT_EQ(Claim(ex), "socket.ifname_missing");
-  EXPECT_EQ(ex.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(ex), "socket.ifname_missing");
   EXPECT_EQ(ex.facts.first_error.line, 4);
   EXPECT_EQ(ex.facts.ranks, (std::vector<int>{3, 0}));
 }
@@ -247,8 +241,7 @@ TEST(ExplainTest, DriverTooOld) {
   Explanation ex = ExplainLog(
       "91: idgsim-gpu-001:47744:47744 [0] init.cu:674 WARN Cuda failure 'CUDA driver version is insufficient for CUDA "
       "runtime version'\n");
-  EXPECT_EQ(Claim(ex), "cuda.driver_too_old");
-  EXPECT_EQ(ex.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(ex), "cuda.driver_too_old");
 }
 
 TEST(ExplainTest, IbRegMrMemlock) {
@@ -256,8 +249,7 @@ TEST(ExplainTest, IbRegMrMemlock) {
       "h:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.0.0.1<0>\n"
       "h:1:2 [0] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory\n"
       "h:1:2 [0] NCCL INFO transport/net_ib.cc:1036 -> 2\n");
-  EXPECT_EQ(Claim(ex), "ib.memlock");
-  EXPECT_EQ(ex.Best()->confidence, Confidence::kHigh);
+  EXPECT_EQ(HighClaim(ex), "ib.memlock");
   EXPECT_EQ(ex.facts.ib_devices, std::vector<std::string>{"mlx5_0:1/IB"});
   EXPECT_EQ(ex.facts.link_layers, std::vector<std::string>{"IB"});
   // Without the errno it is only the usual suspect.

@@ -10,4 +10,13 @@ namespace commkit::diagnostics {
 // The best candidate's family, or "none".
 inline std::string Claim(const Explanation& ex) { return ex.Best() == nullptr ? "none" : ex.Best()->signature; }
 
+// The best candidate's family when it is claimed with high confidence, else the family and its
+// confidence ("ib.memlock (medium)") or "none": one comparison checks both, and no null is dereferenced.
+inline std::string HighClaim(const Explanation& ex) {
+  const Diagnosis* best = ex.Best();
+  if (best == nullptr) return "none";
+  if (best->confidence == Confidence::kHigh) return best->signature;
+  return best->signature + " (" + ToString(best->confidence) + ")";
+}
+
 }  // namespace commkit::diagnostics
