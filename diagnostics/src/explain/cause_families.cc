@@ -51,6 +51,18 @@ const Family kFamilies[] = {
      "compat package on datacenter GPUs, or a build for the older CUDA)",
      "nvidia-smi (driver's CUDA version) vs the runtime's (python -c 'import torch; print(torch.version.cuda)')",
      "CUDA runtime API: cudaErrorInsufficientDriver (35); CUDA compatibility guide"},
+    {"driver.mismatch",
+     "The NVIDIA kernel module and the user-space driver (libcuda, libnvidia-ml) are different versions. After a "
+     "driver upgrade: reboot, or reload the modules with nothing using the GPUs (systemctl stop nvidia-persistenced "
+     "nvidia-fabricmanager; rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia; nvidia-smi), and hold the driver "
+     "packages against unattended upgrades (apt-mark hold). In a container: do not ship libcuda / libnvidia-ml or a "
+     "CUDA compat directory older than the host driver on LD_LIBRARY_PATH; let the NVIDIA container toolkit mount "
+     "the host's",
+     "cat /proc/driver/nvidia/version (kernel module) against the library (ls -l $(ldconfig -p | grep -o "
+     "'/.*libnvidia-ml.so.1'); echo $LD_LIBRARY_PATH); dmesg | grep NVRM; gpudoctor --only gpu",
+     "NVML nvmlInit: NVML_ERROR_LIB_RM_VERSION_MISMATCH; CUDA driver API: CUDA_ERROR_SYSTEM_DRIVER_MISMATCH (803); "
+     "NVIDIA/nvidia-container-toolkit#394 and oddmario/NVIDIA-Ubuntu-Driver-Guide#4 (settled: kernel module older "
+     "than the upgraded packages, fixed by a reboot)"},
     {"cuda.no_device",
      "Check CUDA_VISIBLE_DEVICES and LOCAL_RANK -> device mapping, that the GPUs are passed into the container "
      "(--gpus all / nvidia runtime), and that the driver is loaded",
@@ -158,7 +170,7 @@ const Family kFamilies[] = {
 
 bool Provable(std::string_view id) {
   for (std::string_view p : {"shm.space", "socket.ifname_missing", "store.port_in_use", "cuda.driver_too_old",
-                             "cuda.no_device", "gpu.duplicate", "ib.memlock", "nccl.version_mismatch",
+                             "driver.mismatch", "cuda.no_device", "gpu.duplicate", "ib.memlock", "nccl.version_mismatch",
                              "collective.mismatch", "host.oom"})
     if (id == p) return true;
   return false;

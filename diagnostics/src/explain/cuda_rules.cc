@@ -22,14 +22,23 @@ void CudaRules(LineState& state, const LineView& v, Candidates& c) {
   bool& earlier_cuda_failure = state.earlier_cuda_failure;
   // --- CUDA
   if (Any(l, {"driver version is insufficient", "cudaerrorinsufficientdriver", "driver is too old",
-              "nvidia driver on your system is too old", "cuda_error_system_driver_mismatch"}))
+              "nvidia driver on your system is too old"}))
     c.Hit("cuda.driver_too_old", 95, true, "The CUDA driver is older than the CUDA runtime the program / NCCL was "
           "built for", &m);
   if (Contains(l, "api call is not supported in the installed cuda driver") ||
       Contains(l, "cudaerrorcallrequiresnewerdriver"))
     c.Hit("cuda.driver_too_old", 58, false, "The installed CUDA driver lacks an API the program / NCCL calls (built "
           "for a newer CUDA)", &m);
-  if (Any(l, {"unsupported display driver / cuda driver combination", "forward compatibility was attempted",
+  // NVML's NVML_ERROR_LIB_RM_VERSION_MISMATCH, the kernel module's own complaint (NVRM) and CUDA's 803 all say
+  // the user-space driver and the loaded kernel module differ: a driver upgraded without a reboot, or a
+  // container that brings its own libcuda / compat libraries.
+  if (Any(l, {"driver/library version mismatch", "unsupported display driver / cuda driver combination",
+              "cuda_error_system_driver_mismatch", "lib_rm_version_mismatch"}) ||
+      (Contains(l, "nvrm") && Any(l, {"api mismatch", "this kernel module has the version"})))
+    c.Hit("driver.mismatch", 94, true, "The NVIDIA kernel module and the user-space driver libraries are different "
+          "versions (driver upgraded without a reboot, or libcuda / libnvidia-ml from another driver on the "
+          "library path)", &m);
+  if (Any(l, {"forward compatibility was attempted",
               "cudaerrorcompatnotsupportedondevice", "ptx was compiled with an unsupported toolchain",
               "cudaerrorunsupportedptxversion"}))
     c.Hit("cuda.driver_too_old", 70, false, "The driver is older than the CUDA the code was built with (forward "

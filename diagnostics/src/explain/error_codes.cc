@@ -68,8 +68,9 @@ constexpr CudaCodeMeaning kCudaCodes[] = {
     {802, "cudaerrorsystemnotready", "cuda.system_not_ready", 75, false,
      "CUDA reports the system is not ready (cudaErrorSystemNotReady 802): on NVSwitch systems nvidia-fabricmanager "
      "is not running"},
-    {803, "cudaerrorsystemdrivermismatch", "cuda.driver_too_old", 80, false,
-     "The display driver and the CUDA driver do not match (cudaErrorSystemDriverMismatch 803)"},
+    {803, "cudaerrorsystemdrivermismatch", "driver.mismatch", 86, true,
+     "The kernel driver and the CUDA driver library (libcuda) are different versions "
+     "(cudaErrorSystemDriverMismatch 803)"},
     {804, "cudaerrorcompatnotsupportedondevice", "cuda.driver_too_old", 70, false,
      "Forward compatibility is not supported on this GPU (cudaErrorCompatNotSupportedOnDevice 804): the driver is "
      "older than the CUDA the code was built for"},

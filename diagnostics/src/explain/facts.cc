@@ -279,7 +279,8 @@ bool LooksLikeError(const Message& m) {
     return false;
   static const char* kWords[] = {"error", "failed", "failure", "exception", "timed out", "timeout", "cannot ",
                                  "unable to", "fatal", "killed", "insufficient", "duplicate gpu", "not found",
-                                 "no such", "refused", "aborted", "segmentation fault", "no space left"};
+                                 "no such", "refused", "aborted", "segmentation fault", "no space left",
+                                 "api mismatch"};
   for (const char* w : kWords)
     if (Contains(l, w)) return true;
   return false;

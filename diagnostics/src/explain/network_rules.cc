@@ -21,6 +21,57 @@ bool IfnameMatchesAny(std::string value, const std::vector<std::string>& ifs) {
   return false;
 }
 
+// Gloo's tcp device resolves where to listen in one of three ways, each with its own failure
+// (gloo/transport/tcp/device.cc): an interface name (GLOO_SOCKET_IFNAME) -> "Unable to find address for:
+// <iface>"; a hostname, the default -> "Unable to find address for: <host>" or, when the name resolves to
+// an address this host does not have, "Unable to find address for <host>; bind(2) for <addr> failed with";
+// an address -> "Unable to find interface for: <addr>".
+struct GlooLookup {
+  enum Kind { kNone, kInterface, kHostname, kAddress } kind = kNone;
+  std::string name;
+  bool bind_failed = false;  // the hostname resolved, to an address that is not this host's
+};
+
+// Linux interface names as udev, the kernel and the usual virtual drivers make them (eth0, ens5, enp0s3,
+// ib0, bond0, docker0, wlan0, hsn0, lo; veth and cali names end in hex). A short hostname ("node1") has
+// none of these prefixes.
+bool LooksLikeInterface(const std::string& n) {
+  if (n == "lo") return true;
+  if (n.empty() || n.size() > 15 || n.find_first_of(".:/") != std::string::npos) return false;
+  for (const char* p : {"veth", "cali"})
+    if (n.rfind(p, 0) == 0) return true;
+  if (n.back() < '0' || n.back() > '9') return false;
+  for (const char* p : {"eth", "en", "ib", "bond", "docker", "virbr", "br", "wl", "em", "hsn", "team", "vlan", "cni",
+                        "tun", "tap"})
+    if (n.rfind(p, 0) == 0) return true;
+  return false;
+}
+
+GlooLookup ReadGlooLookup(const std::string& l, const std::string& ifname) {
+  GlooLookup g;
+  std::size_t at = l.find("unable to find address for");
+  const bool address = at == std::string::npos;
+  if (address) at = l.find("unable to find interface for");
+  if (at == std::string::npos) return g;
+  std::size_t i = l.find_first_not_of(": [", l.find("for", at) + 3);
+  if (i == std::string::npos) return g;
+  std::size_t e = l.find_first_of(" ;,]\t", i);
+  g.name = l.substr(i, e == std::string::npos ? std::string::npos : e - i);
+  while (!g.name.empty() && (g.name.back() == '.' || g.name.back() == '\'')) g.name.pop_back();
+  if (g.name.empty()) return g;
+  if (address) {
+    g.kind = GlooLookup::kAddress;
+  } else if (ToLower(ifname) != g.name && (Contains(l, "bind(2)") || !LooksLikeInterface(g.name))) {
+    g.kind = GlooLookup::kHostname;
+    g.bind_failed = Contains(l, "bind(2)");
+  } else {
+    // PyTorch resolves an interface only when GLOO_SOCKET_IFNAME names one, so an interface name proves the
+    // setting even where the log does not echo it.
+    g.kind = GlooLookup::kInterface;
+  }
+  return g;
+}
+
 }  // namespace
 
 bool NamesStore(const std::string& l) {
@@ -41,10 +92,24 @@ void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
   const std::string& ifname = log.ifname;
   bool store_ctx = log.store_ctx, single_host_log = log.single_host_log;
   // --- interfaces and sockets
-  if (Any(l, {"no socket interface found", "no usable interface", "no interface found", "unable to find address for",
-              "no socket interface"})) {
+  const GlooLookup gloo = ReadGlooLookup(l, ifname);
+  if (gloo.kind == GlooLookup::kInterface) {
+    c.Hit("socket.ifname_missing", 92, true,
+          "Gloo was told to use interface '" + gloo.name + "' (GLOO_SOCKET_IFNAME), which has no address on this "
+          "host", &m);
+  } else if (gloo.kind == GlooLookup::kHostname) {
+    c.Hit("socket.wrong_interface", 64, false,
+          "Gloo had no interface set and resolved '" + gloo.name + "' to pick its address, which " +
+              (gloo.bind_failed ? "is not an address of this host (stale /etc/hosts or DNS entry)"
+                                : "did not resolve") +
+              ": set GLOO_SOCKET_IFNAME to the interface the nodes share",
+          &m);
+  } else if (gloo.kind == GlooLookup::kAddress) {
+    c.Hit("socket.wrong_interface", 62, false,
+          "Gloo was given the address " + gloo.name + ", which no interface of this host has (a listen-anywhere "
+          "address, or another host's): set GLOO_SOCKET_IFNAME / the master address to this host's interface", &m);
+  } else if (Any(l, {"no socket interface found", "no usable interface", "no interface found", "no socket interface"})) {
     bool proven = !ifname.empty() && !IfnameMatchesAny(ifname, f.interfaces);
-    if (Contains(l, "unable to find address for")) proven = true;  // Gloo names the interface it was told to use
     c.Hit("socket.ifname_missing", proven ? 92 : 72, proven,
           ifname.empty() ? "No network interface matches the socket interface setting"
                          : "NCCL_SOCKET_IFNAME=" + ifname + " names no interface with an address on this host",
