@@ -19,4 +19,11 @@ inline std::string HighClaim(const Explanation& ex) {
   return best->signature + " (" + ToString(best->confidence) + ")";
 }
 
+// Whether any candidate, not only the best, is the family `id`.
+inline bool Mentions(const Explanation& ex, const std::string& id) {
+  for (const Diagnosis& d : ex.diagnoses)
+    if (d.signature == id) return true;
+  return false;
+}
+
 }  // namespace commkit::diagnostics

@@ -62,7 +62,9 @@ void CudaRules(LineState& state, const LineView& v, Candidates& c) {
   if (Any(l, {"system not yet initialized", "cudaerrorsystemnotready", "error 802"}))
     c.Hit("cuda.system_not_ready", 75, false, "CUDA reports the system is not ready (cudaErrorSystemNotReady 802): "
           "on NVSwitch systems nvidia-fabricmanager is usually not running", &m);
-  if (Contains(l, "out of memory") && Any(l, {"cuda", "cumem", "gpu"}) && !Contains(l, "killed process"))
+  // Slurm reports a step's memory cgroup OOM as "task N: Out Of Memory" on a node often named gpu-*.
+  if (Contains(l, "out of memory") && Any(l, {"cuda", "cumem", "gpu"}) &&
+      !Any(l, {"killed process", "oom_kill", "oom-kill", "srun: error", "slurmstepd"}))
     c.Hit("cuda.oom", 76, false, "A CUDA allocation (NCCL buffers or the framework's) ran out of GPU memory", &m);
   if (Any(l, {"illegal memory access", "illegal address", "unspecified launch failure", "misaligned address",
               "illegal instruction was encountered",

@@ -71,12 +71,18 @@ void HostRules(const LineView& v, Candidates& c) {
   // --- host
   if (Any(l, {"out of memory: killed process", "oom-kill", "oom_kill", "oom killer"}))
     c.Hit("host.oom", 90, true, "The kernel's OOM killer killed a rank", &m);
+  // Ray's memory monitor kills a worker itself before the kernel would, and says why.
+  else if (Any(l, {"node running low on memory", "ray killed this worker", "ray.exceptions.outofmemoryerror"}))
+    c.Hit("host.oom", 86, true, "Ray's memory monitor killed a worker: the node ran low on host memory", &m);
   else if (Contains(l, "killed process"))
     c.Hit("host.oom", 60, false, "A process was killed (the wording of the kernel's OOM killer, without the OOM "
           "line)", &m);
+  // DeepSpeed's launcher names its teardown of the other ranks "sigkill_handler": that is the launcher
+  // reacting to a failure, not the failure.
   else if (Any(l, {"signal 9 (sigkill)", "exitcode: -9", "sigkill", "exit code 137", "exit status 137",
                     "return code = -9", "return code -9", "returncode=-9", "returncode: -9", "exit code -9",
-                    "exit_code: -9", "killed by signal 9"}))
+                    "exit_code: -9", "killed by signal 9", "on signal 9 (killed)"}) &&
+           !Contains(l, "sigkill_handler"))
     c.Hit("host.oom", 55, false, "A rank was killed with SIGKILL (usually the host OOM killer)", &m);
 }
 

@@ -197,7 +197,8 @@ void StoreRules(const LogContext& log, LineState& state, const LineView& v, Cand
   if (Any(l, {"waiting for clients", "clients joined"}))
     c.Hit("store.rendezvous_timeout", 88, false, "The store timed out waiting for ranks to join: not every rank "
           "reached init_process_group (wrong WORLD_SIZE / MASTER_ADDR, or ranks that crashed or never started)", &m);
-  else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror", "socket timeout", "diststoreerror",
+  else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror",
+                   "rendezvousconnectionerror", "etcdconnectionfailed", "connection to etcd has failed", "socket timeout", "diststoreerror",
                    "wait timeout after", "timed out initializing process group", "store_based_barrier",
                    "failed to connect to any network address", "connection to the c10d store has failed",
                    "rendezvous timeout", "timed out waiting for"}) ||

@@ -1,11 +1,30 @@
 // Whole-log rules over what NCCL reports while it sets up, read together: the transport each channel
 // took on each rank, the network it was asked for, and a process that crashed with nothing else wrong.
+#include <cctype>
 #include <string>
 
 #include "commkit/common/strings.h"
 #include "rules.h"
 
 namespace commkit::diagnostics::explain {
+
+namespace {
+
+// A backtrace frame or a loader line inside NCCL: libnccl.so, or one of its functions ("ncclProxyProgress()",
+// "ncclCommInitRank (...)") - an identifier "nccl" + a capital, lower-cased here, followed by "(".
+bool NamesNcclCode(const std::string& l) {
+  if (Contains(l, "libnccl")) return true;
+  for (std::size_t at = l.find("nccl"); at != std::string::npos; at = l.find("nccl", at + 4)) {
+    std::size_t e = at + 4;
+    while (e < l.size() && std::isalnum(static_cast<unsigned char>(l[e]))) ++e;
+    while (e < l.size() && l[e] == ' ') ++e;
+    if (e > at + 5 && e < l.size() && l[e] == '(' && (at == 0 || !std::isalnum(static_cast<unsigned char>(l[at - 1]))))
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
 
 void SetupRules(const RuleContext& ctx, Candidates& c) {
   const Message* ib_with_gdr = nullptr;
@@ -16,7 +35,7 @@ void SetupRules(const RuleContext& ctx, Candidates& c) {
   bool nccl_seen = !ctx.facts.nccl_versions.empty();
   for (const Message& m : ctx.messages) {
     const std::string& l = m.lower;
-    if (m.line->nccl_info || m.line->nccl_warn) nccl_seen = true;
+    if (m.line->nccl_info || m.line->nccl_warn || NamesNcclCode(l)) nccl_seen = true;
     // "0[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA": the NIC reads the GPU's memory directly; without
     // "/GDRDMA" the data is staged through host memory.
     if (Contains(l, "via net/ib")) (Contains(l, "/gdrdma") ? ib_with_gdr : ib_without_gdr) = &m;
