@@ -114,6 +114,9 @@ TEST(ExplainTest, DriverLibraryMismatch) {
                                  "unsupported display driver / cuda driver combination\n")),
             "driver.mismatch");
   EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error code=803(cudaErrorSystemDriverMismatch)\n")), "driver.mismatch");
+  // PyTorch's NCCL process group in a process that sees no GPU is the no-device family, not this one.
+  EXPECT_EQ(HighClaim(ExplainLog("RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!\n")),
+            "cuda.no_device (medium)");
   EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: forward compatibility was attempted on non supported HW\n")),
             "cuda.driver_too_old");
   // Versions that merely differ between ranks are another family.

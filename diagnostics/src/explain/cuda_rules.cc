@@ -44,7 +44,7 @@ void CudaRules(LineState& state, const LineView& v, Candidates& c) {
     c.Hit("cuda.driver_too_old", 70, false, "The driver is older than the CUDA the code was built with (forward "
           "compatibility not available on this GPU / driver, or PTX from a newer toolchain)", &m);
   if (Any(l, {"no cuda-capable device", "invalid device ordinal", "cudaerrornodevice", "cudaerrorinvaliddevice",
-              "no cuda gpus are available", "found no nvidia driver"})) {
+              "no cuda gpus are available", "found no nvidia driver", "no gpus found"})) {
     // After another CUDA failure, a missing device is usually its consequence, not the cause. The
     // framework's "no CUDA GPUs are available" / "found no NVIDIA driver" also follow a broken driver
     // install, so only CUDA's own device errors prove the family.
