@@ -108,7 +108,8 @@ void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
     c.Hit("socket.wrong_interface", 62, false,
           "Gloo was given the address " + gloo.name + ", which no interface of this host has (a listen-anywhere "
           "address, or another host's): set GLOO_SOCKET_IFNAME / the master address to this host's interface", &m);
-  } else if (Any(l, {"no socket interface found", "no usable interface", "no interface found", "no socket interface"})) {
+  } else if (Any(l, {"no socket interface found", "no usable interface", "no interface found",
+                     "no socket interface"})) {
     bool proven = !ifname.empty() && !IfnameMatchesAny(ifname, f.interfaces);
     c.Hit("socket.ifname_missing", proven ? 92 : 72, proven,
           ifname.empty() ? "No network interface matches the socket interface setting"
@@ -197,8 +198,8 @@ void StoreRules(const LogContext& log, LineState& state, const LineView& v, Cand
   if (Any(l, {"waiting for clients", "clients joined"}))
     c.Hit("store.rendezvous_timeout", 88, false, "The store timed out waiting for ranks to join: not every rank "
           "reached init_process_group (wrong WORLD_SIZE / MASTER_ADDR, or ranks that crashed or never started)", &m);
-  else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror",
-                   "rendezvousconnectionerror", "etcdconnectionfailed", "connection to etcd has failed", "socket timeout", "diststoreerror",
+  else if (Any(l, {"client socket has timed out", "rendezvoustimeouterror", "rendezvousconnectionerror",
+                   "etcdconnectionfailed", "connection to etcd has failed", "socket timeout", "diststoreerror",
                    "wait timeout after", "timed out initializing process group", "store_based_barrier",
                    "failed to connect to any network address", "connection to the c10d store has failed",
                    "rendezvous timeout", "timed out waiting for"}) ||
