@@ -1,7 +1,7 @@
 // gpudoctor explain: what the libraries and tools around NCCL print, each in its own wording and next to
 // the case it must not claim: NVML, the NVIDIA kernel module and CUDA on a driver whose parts differ in
 // version, Gloo's tcp device looking up where to listen, and launchers, schedulers and Ray reporting a
-// killed rank.
+// killed rank; the loader, the container runtime and NCCL's connect retries.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -97,6 +97,26 @@ TEST(ExplainTest, KilledRanksAsLaunchersAndSchedulersReportThem) {
   EXPECT_EQ(HighClaim(ExplainLog("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
                                  "to etcd has failed. See inner exception for details.\n")),
             "store.rendezvous_timeout (medium)");
+}
+
+// The dynamic loader and the container runtime: a libnccl older than the one the framework was linked
+// against, a container that lost its GPU device nodes, NCCL giving up on connect retries.
+TEST(ExplainTest, LoaderContainerAndConnectRetryWordings) {
+  EXPECT_EQ(HighClaim(ExplainLog("ImportError: /opt/venv/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: "
+                                 "undefined symbol: ncclCommRegister\n")),
+            "nccl.version_mismatch");
+  // A missing symbol of another library is not NCCL's version.
+  EXPECT_FALSE(Mentions(ExplainLog("ImportError: /opt/venv/lib/python3.10/site-packages/flash_attn_2_cuda.so: "
+                                   "undefined symbol: _ZN3c104cuda9SetDeviceEi\n"),
+                        "nccl.version_mismatch"));
+  Explanation nvml = ExplainLog("root@pod-0:/# nvidia-smi\nFailed to initialize NVML: Unknown Error\n");
+  EXPECT_EQ(HighClaim(nvml), "cuda.no_device (medium)");
+  EXPECT_NE(nvml.Best()->cause.find("create-dev-char-symlinks"), std::string::npos) << nvml.Best()->cause;
+  // The version mismatch wording of the same call stays its own family.
+  EXPECT_EQ(Claim(ExplainLog("Failed to initialize NVML: Driver/library version mismatch\n")), "driver.mismatch");
+  EXPECT_EQ(HighClaim(ExplainLog("node2:77:90 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: exceeded retries "
+                                 "(20000)\n")),
+            "socket.unreachable (medium)");
 }
 
 }  // namespace

@@ -67,7 +67,8 @@ const Family kFamilies[] = {
      "Check CUDA_VISIBLE_DEVICES and LOCAL_RANK -> device mapping, that the GPUs are passed into the container "
      "(--gpus all / nvidia runtime), and that the driver is loaded",
      "nvidia-smi -L; echo $CUDA_VISIBLE_DEVICES; gpudoctor --only gpu",
-     "CUDA runtime API: cudaErrorNoDevice (100), cudaErrorInvalidDevice (101)"},
+     "CUDA runtime API: cudaErrorNoDevice (100), cudaErrorInvalidDevice (101); NVIDIA/nvidia-container-toolkit#48 "
+     "(containers losing their GPUs: NVML Unknown Error)"},
     {"cuda.system_not_ready",
      "On NVSwitch systems start nvidia-fabricmanager (same version as the driver): systemctl enable --now "
      "nvidia-fabricmanager",
@@ -137,7 +138,8 @@ const Family kFamilies[] = {
     {"nccl.version_mismatch",
      "Use one NCCL version on every node (same container image / wheel); check LD_LIBRARY_PATH for a second libnccl",
      "NCCL_DEBUG=VERSION on every node; gpudoctor --only nccl.libraries",
-     "NVIDIA/nccl#1267 (mixed 2.17/2.19/2.20 across nodes)"},
+     "NVIDIA/nccl#1267 (mixed 2.17/2.19/2.20 across nodes); pytorch/pytorch#119932 (undefined symbol "
+     "ncclCommRegister: another package's older libnccl loaded)"},
     {"nccl.bug", "Upgrade NCCL to the latest release (see its release notes for the fix)",
      "NCCL_DEBUG=INFO on the failing rank; compare with the NCCL release notes", "NCCL release notes"},
     {"collective.mismatch",

@@ -16,6 +16,11 @@ void CollectiveRules(const LineView& v, Candidates& c) {
   // --- versions (NCCL >= 2.23 says so itself)
   if (Any(l, {"mismatched nccl version detected", "nccl version mismatch with remote peer"}))
     c.Hit("nccl.version_mismatch", 94, true, "NCCL reports peers running a different NCCL version", &m);
+  // The dynamic loader found a libnccl without a function the framework was linked against: an older
+  // libnccl (LD_LIBRARY_PATH, a system package, a second wheel) was loaded in place of the one it was built with.
+  if (Contains(l, "undefined symbol: nccl"))
+    c.Hit("nccl.version_mismatch", 90, true, "The libnccl this process loaded lacks an NCCL function the "
+          "framework was built against: an older libnccl shadows the matching one", &m);
 
   // --- collectives
   if (Any(l, {"mismatched collective detected", "collective mismatch error"}))

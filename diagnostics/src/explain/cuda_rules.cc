@@ -59,6 +59,13 @@ void CudaRules(LineState& state, const LineView& v, Candidates& c) {
   }
   if (Any(l, {"cuda failure", "cuda error", "cudaerror"}) && !Any(l, {"device ordinal", "cuda-capable"}))
     earlier_cuda_failure = true;
+  // NVML answers "Unknown Error" when the device nodes it opens are refused: a container whose cgroup device
+  // rules systemd rewrote under it (daemon-reload; runc needs /dev/char links for the NVIDIA nodes) loses its
+  // GPUs until it is recreated.
+  if (Contains(l, "failed to initialize nvml: unknown error"))
+    c.Hit("cuda.no_device", 70, false, "NVML cannot open the GPU device nodes: in a container, usually its cgroup "
+          "device rules rewritten by a systemd reload (recreate the container; on the host run nvidia-ctk system "
+          "create-dev-char-symlinks --create-all so it does not recur)", &m);
   if (Any(l, {"system not yet initialized", "cudaerrorsystemnotready", "error 802"}))
     c.Hit("cuda.system_not_ready", 75, false, "CUDA reports the system is not ready (cudaErrorSystemNotReady 802): "
           "on NVSwitch systems nvidia-fabricmanager is usually not running", &m);

@@ -82,7 +82,7 @@ bool NamesStore(const std::string& l) {
 bool ConnectFailure(const std::string& l) {
   return Any(l, {"connection refused", "no route to host", "connection timed out", "network is unreachable",
                  "call to connect", "connect to ", "failed to connect", "connect failed",
-                 "software caused connection abort", "connection timeout"});
+                 "software caused connection abort", "connection timeout", "connect: exceeded retries"});
 }
 
 void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
