@@ -7,6 +7,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <thread>
 
 #include "commkit/comm/flight_recorder.h"
@@ -42,10 +43,16 @@ class ProcessGroup::Impl {
                              backend_->ChecksMismatchOnCompletion()) {
     inline_bytes_ = static_cast<std::size_t>(EnvIntOr("COMMKIT_INLINE_BYTES", 256 << 10, 0, std::int64_t{1} << 40).value_or(256 << 10));
     flight_ = FlightRecorder::FromEnvironment({rank_, size_, options_.name, std::string(backend_->Name())});
+    gate_->impl = this;
     worker_ = std::thread([this] { WorkerLoop(); });
   }
 
   ~Impl() {
+    {
+      // A caller helping (running its own operation) finishes first; later Waits find no group.
+      std::unique_lock<std::shared_mutex> gate(gate_->mu);
+      gate_->impl = nullptr;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       stopping_ = true;
@@ -153,7 +160,7 @@ class ProcessGroup::Impl {
       } else {
         flight_->Scheduled(args);
         state = std::make_shared<WorkState>();
-        queue_.push_back([this, args, state] { Execute(args, *state); });
+        queue_.push_back(Queued{[this, args, state] { Execute(args, *state); }, state.get()});
         queued_.fetch_add(1);
       }
     }
@@ -179,7 +186,16 @@ class ProcessGroup::Impl {
       return CompletedWork(std::move(s), seq, duration);
     }
     cv_.notify_all();
-    return std::unique_ptr<Work>(new HostWork(std::move(state), seq));
+    // A caller that waits for the whole operation right away (a blocking collective) runs it itself
+    // when the worker has not started it: the two thread hand-offs cost more than a large call's
+    // copies here (a wake-up of an idle virtual CPU takes tens of microseconds). Shorter waits and
+    // Test() leave it to the worker.
+    const milliseconds op_timeout = args.timeout;
+    return std::unique_ptr<Work>(new HostWork(state, seq, [gate = gate_, state, op_timeout](milliseconds t) {
+      if (t < op_timeout) return;
+      std::shared_lock<std::shared_mutex> lock(gate->mu);
+      if (gate->impl != nullptr) gate->impl->RunIfNext(*state);
+    }));
   }
 
  private:
@@ -274,6 +290,25 @@ class ProcessGroup::Impl {
                                   "group (first error: ", failed_.message(), ")"));
   }
 
+  // Runs the operation of `state` on this thread when it is next in the queue and nothing runs.
+  void RunIfNext(const WorkState& state) {
+    std::function<void()> task;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (busy_ || queue_.empty() || queue_.front().state != &state) return;
+      task = std::move(queue_.front().run);
+      queue_.pop_front();
+      queued_.fetch_sub(1);
+      busy_ = true;
+    }
+    task();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
+  }
+
   void WorkerLoop() {
     while (true) {
       std::function<void()> task;
@@ -281,7 +316,7 @@ class ProcessGroup::Impl {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return (stopping_ && !busy_) || (!queue_.empty() && !busy_); });
         if (queue_.empty()) return;
-        task = std::move(queue_.front());
+        task = std::move(queue_.front().run);
         queue_.pop_front();
         queued_.fetch_sub(1);
         busy_ = true;
@@ -301,7 +336,17 @@ class ProcessGroup::Impl {
   std::unique_ptr<Backend> backend_;
   std::mutex mu_;
   std::condition_variable cv_;          // the worker: work queued, or `busy_` released
-  std::deque<std::function<void()>> queue_;
+  struct Queued {
+    std::function<void()> run;
+    const WorkState* state;  // which Work's operation (RunIfNext)
+  };
+  std::deque<Queued> queue_;
+  // Lets a Work that may outlive the group run its queued operation while the group exists.
+  struct HelpGate {
+    std::shared_mutex mu;
+    Impl* impl = nullptr;
+  };
+  std::shared_ptr<HelpGate> gate_ = std::make_shared<HelpGate>();
   bool stopping_ = false;
   // An operation is running (on the worker or inline on a caller's thread). Set under mu_; an inline
   // caller clears it without (see Submit).
