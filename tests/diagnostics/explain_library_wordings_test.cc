@@ -61,6 +61,10 @@ TEST(ExplainTest, GlooAddressLookups) {
   EXPECT_NE(bind.Best()->cause.find("not an address of this host"), std::string::npos) << bind.Best()->cause;
   EXPECT_EQ(HighClaim(ExplainLog(at + "ifa != nullptr. Unable to find interface for: [0.0.0.0]\n")),
             "socket.wrong_interface (medium)");
+  // NCCL's selector syntax given to Gloo, which reads it as one interface name.
+  Explanation selector = ExplainLog(at + "ifa != nullptr. Unable to find address for: ^lo\n");
+  EXPECT_EQ(HighClaim(selector), "socket.ifname_missing");
+  EXPECT_NE(selector.Best()->cause.find("selector syntax"), std::string::npos) << selector.Best()->cause;
   for (const char* host : {"localhost", "broker1.example.com", "node1"})
     EXPECT_EQ(Claim(ExplainLog(at + "Unable to find address for: " + host + "\n")), "socket.wrong_interface") << host;
 }

@@ -109,7 +109,9 @@ TEST(ExplainTest, ErrorCodesMapToFamilies) {
   EXPECT_EQ(stub.Best()->confidence, Confidence::kMedium);
   // The runtime's own string, without a code: the catalog names the code (46, 209).
   EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable\n")),
-            "cuda.no_device");
+            "gpu.duplicate");
+  EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable\n")),
+            "gpu.duplicate");
   EXPECT_EQ(Claim(ExplainLog("RuntimeError: CUDA error: no kernel image is available for execution on the device\n")),
             "nccl.bug");
   // cudaErrorInvalidValue alone says nothing; inside the P2P transport it points at peer access.

@@ -59,6 +59,12 @@ void CudaRules(LineState& state, const LineView& v, Candidates& c) {
   }
   if (Any(l, {"cuda failure", "cuda error", "cudaerror"}) && !Any(l, {"device ordinal", "cuda-capable"}))
     earlier_cuda_failure = true;
+  // cudaErrorDevicesUnavailable in the runtime's older wording ("all CUDA-capable devices are busy or
+  // unavailable"), which the catalog's current string does not match.
+  if (Contains(l, "busy or unavailable") && Any(l, {"cuda", "device"}))
+    c.Hit("gpu.duplicate", 66, false, "The GPU is held by another process (exclusive-process compute mode): usually "
+          "a second rank on the same GPU (LOCAL_RANK not used for the device), or a process left from an earlier "
+          "run (nvidia-smi lists it)", &m);
   // NVML answers "Unknown Error" when the device nodes it opens are refused: a container whose cgroup device
   // rules systemd rewrote under it (daemon-reload; runc needs /dev/char links for the NVIDIA nodes) loses its
   // GPUs until it is recreated.

@@ -22,9 +22,10 @@ constexpr CudaCodeMeaning kCudaCodes[] = {
      "The CUDA driver is older than the CUDA runtime (cudaErrorInsufficientDriver 35)"},
     {36, "cudaerrorcallrequiresnewerdriver", "cuda.driver_too_old", 58, false,
      "The installed driver lacks an API this build calls (cudaErrorCallRequiresNewerDriver 36)"},
-    {46, "cudaerrordevicesunavailable", "cuda.no_device", 66, false,
-     "The GPU is busy or unavailable (cudaErrorDevicesUnavailable 46): exclusive-process mode with another process "
-     "on it, or a GPU not usable by this job"},
+    {46, "cudaerrordevicesunavailable", "gpu.duplicate", 66, false,
+     "The GPU is held by another process (cudaErrorDevicesUnavailable 46, exclusive-process compute mode): "
+     "usually a second rank on the same GPU (LOCAL_RANK not used for the device), or a process left from an "
+     "earlier run (nvidia-smi lists it)"},
     {100, "cudaerrornodevice", "cuda.no_device", 90, true,
      "CUDA sees no device (cudaErrorNoDevice 100)"},
     {101, "cudaerrorinvaliddevice", "cuda.no_device", 90, true,

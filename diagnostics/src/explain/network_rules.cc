@@ -61,7 +61,9 @@ GlooLookup ReadGlooLookup(const std::string& l, const std::string& ifname) {
   if (g.name.empty()) return g;
   if (address) {
     g.kind = GlooLookup::kAddress;
-  } else if (ToLower(ifname) != g.name && (Contains(l, "bind(2)") || !LooksLikeInterface(g.name))) {
+    // NCCL's selector syntax (^exclude, =exact) is no hostname: it can only have come from GLOO_SOCKET_IFNAME.
+  } else if (g.name[0] != '^' && g.name[0] != '=' && ToLower(ifname) != g.name &&
+             (Contains(l, "bind(2)") || !LooksLikeInterface(g.name))) {
     g.kind = GlooLookup::kHostname;
     g.bind_failed = Contains(l, "bind(2)");
   } else {
@@ -93,7 +95,11 @@ void SocketRules(const LogContext& log, const LineView& v, Candidates& c) {
   bool store_ctx = log.store_ctx, single_host_log = log.single_host_log;
   // --- interfaces and sockets
   const GlooLookup gloo = ReadGlooLookup(l, ifname);
-  if (gloo.kind == GlooLookup::kInterface) {
+  if (gloo.kind == GlooLookup::kInterface && (gloo.name[0] == '^' || gloo.name[0] == '=')) {
+    c.Hit("socket.ifname_missing", 92, true,
+          "GLOO_SOCKET_IFNAME holds NCCL's selector syntax ('" + gloo.name + "'), which Gloo reads as an interface "
+          "name: give Gloo interface names only (GLOO_SOCKET_IFNAME=eth0, or a comma list)", &m);
+  } else if (gloo.kind == GlooLookup::kInterface) {
     c.Hit("socket.ifname_missing", 92, true,
           "Gloo was told to use interface '" + gloo.name + "' (GLOO_SOCKET_IFNAME), which has no address on this "
           "host", &m);
