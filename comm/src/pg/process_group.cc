@@ -296,17 +296,9 @@ class ProcessGroup::Impl {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (busy_ || queue_.empty() || queue_.front().state != &state) return;
-      task = std::move(queue_.front().run);
-      queue_.pop_front();
-      queued_.fetch_sub(1);
-      busy_ = true;
+      task = TakeNextLocked();
     }
-    task();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      busy_ = false;
-    }
-    cv_.notify_all();
+    RunTaken(task);
   }
 
   void WorkerLoop() {
@@ -316,18 +308,29 @@ class ProcessGroup::Impl {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] { return (stopping_ && !busy_) || (!queue_.empty() && !busy_); });
         if (queue_.empty()) return;
-        task = std::move(queue_.front().run);
-        queue_.pop_front();
-        queued_.fetch_sub(1);
-        busy_ = true;
+        task = TakeNextLocked();
       }
-      task();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        busy_ = false;
-      }
-      cv_.notify_all();
+      RunTaken(task);
     }
+  }
+
+  // With mu_ held and the queue not empty: takes its first operation; the group is busy until RunTaken.
+  std::function<void()> TakeNextLocked() {
+    std::function<void()> task = std::move(queue_.front().run);
+    queue_.pop_front();
+    queued_.fetch_sub(1);
+    busy_ = true;
+    return task;
+  }
+
+  // Runs an operation TakeNextLocked took, then lets the next one start (on the worker or a waiting caller).
+  void RunTaken(const std::function<void()>& task) {
+    task();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
+    cv_.notify_all();
   }
 
   std::shared_ptr<Store> store_;
