@@ -105,6 +105,13 @@ TEST(ExplainTest, SetupLinesReadTogether) {
             "ib.no_device");
   EXPECT_NE(Claim(ExplainLog(no_ib)), "ib.no_device");  // every machine without IB prints it
 
+  // No rdma-core in the image of a machine with InfiniBand: sockets over IPoIB (sgl-project/sglang#1427).
+  const std::string no_verbs = "h:1:2 [0] NCCL INFO Failed to open libibverbs.so[.1]\n";
+  EXPECT_EQ(Claim(ExplainLog(no_verbs + "h:1:2 [0] NCCL INFO NET/Socket : Using [0]ib0:10.1.0.5<0>\n")),
+            "ib.no_device");
+  EXPECT_NE(Claim(ExplainLog(no_verbs + "h:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n")),
+            "ib.no_device");  // a cloud VM without IB
+
   const std::string crash = "h:1:2 [0] NCCL INFO RAS client listening socket at ::1<28028>\n"
                             "[h:405884] *** Process received signal ***\n";
   EXPECT_EQ(Claim(ExplainLog(crash)), "nccl.bug");
@@ -117,6 +124,20 @@ TEST(ExplainTest, SetupLinesReadTogether) {
   // An errno under an `fi_info -p efa` header is libfabric's.
   EXPECT_EQ(Claim(ExplainLog("| Pod spec | `fi_info -p efa` |\n| WITH hostPath | -61 No data available |\n")),
             "efa.provider");
+}
+
+// ENODEV from ibv_modify_qp: the HCA is open and the QP exists, so either the HCA should not be used
+// (NVIDIA/nccl#799) or its GID entry has no netdev here; the GID setup in the log decides the order.
+TEST(ExplainTest, ModifyQpWithoutADeviceNamesTheHcaAndTheGidEntry) {
+  const std::string fail = "h:1:2 [0] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error No such "
+                           "device\nh:1:2 [0] NCCL INFO transport/net_ib.cc:395 -> 2\n";
+  Explanation bare = ExplainLog(fail);
+  EXPECT_EQ(Claim(bare), "ib.no_device");
+  EXPECT_TRUE(Mentions(bare, "ib.gid_index"));
+  EXPECT_NE(bare.Best()->confidence, Confidence::kHigh);
+  Explanation gid = ExplainLog("h:1:2 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n" + fail);
+  EXPECT_EQ(Claim(gid), "ib.gid_index");
+  EXPECT_NE(gid.Best()->confidence, Confidence::kHigh);
 }
 
 // Ranks whose Python tracebacks end in different torch.distributed collectives issued different

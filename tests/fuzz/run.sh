@@ -4,7 +4,8 @@
 #   tests/fuzz/run.sh                      smoke run: FUZZ_SECONDS (default 8) per target, as CI does
 #   FUZZ_RUNS=1000000 tests/fuzz/run.sh    long run: that many inputs per target
 #   tests/fuzz/run.sh nccl_xml_fuzz        only the named targets
-# Environment: FUZZ_BUILD_DIR (default build/fuzz), JOBS (default nproc), CXX (default clang++).
+# Environment: FUZZ_BUILD_DIR (default build/fuzz), JOBS (default nproc), CXX (default clang++),
+# FUZZ_SEED (libFuzzer's -seed; unset: a random seed per run).
 # New inputs the fuzzer finds go to $FUZZ_BUILD_DIR/corpus/<target> (kept between runs, not committed);
 # a crash leaves its input in $FUZZ_BUILD_DIR/crashes/ and makes the script exit 1.
 set -euo pipefail
@@ -43,6 +44,7 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 seconds=${FUZZ_SECONDS:-8}
 limit=(-max_total_time="$seconds")
 if [[ -n "${FUZZ_RUNS:-}" ]]; then limit=(-runs="$FUZZ_RUNS"); fi
+if [[ -n "${FUZZ_SEED:-}" ]]; then limit+=(-seed="$FUZZ_SEED"); fi
 mkdir -p "$build_dir/crashes"
 # One target: its exit status is the result; its log holds the stats the table reads.
 run_target() {

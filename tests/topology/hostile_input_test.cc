@@ -84,5 +84,38 @@ TEST(NcclXmlExport, GpusWithoutBusIdsAreAnErrorNotAnEmptySystem) {
   EXPECT_FALSE(ExportNcclXml(Topology()).ok()) << "nothing at all to place";
 }
 
+// Found by nccl_xml_fuzz: a speed of 1e133 Mb/s was imported and then converted to an integer on export.
+TEST(NcclXmlImport, ANicSpeedNoPortCanHaveIsAnErrorNamingTheAttribute) {
+  for (const char* speed : {"1e133", "-100", "inf", "nan", "fast"}) {
+    SCOPED_TRACE(speed);
+    const std::string xml = StrCat(R"(<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64">
+  <nic><net name="mlx5_0" dev="0" speed=")", speed, R"(" port="1" maxconn="131072" gdr="1"/></nic>
+</cpu></system>)");
+    auto t = ImportNcclXml(xml, "fuzzed.xml");
+    ASSERT_FALSE(t.ok());
+    EXPECT_EQ(t.status().code(), StatusCode::kDataLoss) << t.status().ToString();
+    EXPECT_NE(t.status().message().find("fuzzed.xml:2"), std::string::npos) << t.status().ToString();
+    EXPECT_NE(t.status().message().find(StrCat("speed=\"", speed, "\"")), std::string::npos) << t.status().ToString();
+  }
+  auto ok = ImportNcclXml(R"(<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64">
+  <nic><net name="mlx5_0" dev="0" speed="400000" port="1"/></nic></cpu></system>)", "ndr.xml");
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+}
+
+// Other sources (a topology JSON) can still carry such a speed: the export leaves it out instead.
+TEST(NcclXmlExport, ASpeedNoIntegerHoldsIsLeftOut) {
+  auto t = ImportNcclXml(R"(<system version="1"><cpu numaid="0" affinity="ff" arch="x86_64">
+  <pci busid="0000:17:00.0" class="0x030200" vendor="0x10de" link_speed="16.0 GT/s PCIe" link_width="16">
+    <gpu dev="0" sm="90" rank="0" gdr="1"/></pci>
+  <nic><net name="mlx5_0" dev="0" speed="400000" port="1"/></nic></cpu></system>)", "one.xml");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  for (std::size_t i = 0; i < t->nodes().size(); ++i)
+    if (t->nodes()[i].kind == NodeKind::kNic) t->node(t->nodes()[i].id).nic.ports.front().speed_gbps = 1e300;
+  auto xml = ExportNcclXml(*t);
+  ASSERT_TRUE(xml.ok()) << xml.status().ToString();
+  EXPECT_NE(xml->find("mlx5_0"), std::string::npos) << *xml;
+  EXPECT_EQ(xml->find(" speed="), std::string::npos) << *xml;
+}
+
 }  // namespace
 }  // namespace commkit::topology

@@ -31,6 +31,8 @@ void SetupRules(const RuleContext& ctx, Candidates& c) {
   const Message* ib_without_gdr = nullptr;
   const Message* no_ib_device = nullptr;
   const Message* ib_wanted = nullptr;
+  const Message* no_verbs = nullptr;
+  const Message* socket_over_ipoib = nullptr;
   const Message* crash = nullptr;
   bool nccl_seen = !ctx.facts.nccl_versions.empty();
   for (const Message& m : ctx.messages) {
@@ -40,6 +42,10 @@ void SetupRules(const RuleContext& ctx, Candidates& c) {
     // "/GDRDMA" the data is staged through host memory.
     if (Contains(l, "via net/ib")) (Contains(l, "/gdrdma") ? ib_with_gdr : ib_without_gdr) = &m;
     if (Contains(l, "net/ib : no device found")) no_ib_device = &m;
+    // NCCL dlopens rdma-core at init; without it the IB transport does not exist and NCCL says only this.
+    if (Contains(l, "failed to open libibverbs")) no_verbs = &m;
+    // "NET/Socket : Using [0]ib0:10.1.0.5<0>": the socket transport running over IPoIB, i.e. on an IB fabric.
+    if (Any(l, {"net/socket : using", "net/socket: using"}) && Contains(l, "]ib")) socket_over_ipoib = &m;
     // The job asked for InfiniBand: an HCA list (not an exclusion), IB explicitly enabled, or the IB network.
     if ((Contains(l, "nccl_ib_hca set") && !Contains(l, "to ^")) ||
         Contains(l, "nccl_ib_disable set by environment to 0") || Contains(l, "nccl_net set by environment to ib"))
@@ -62,6 +68,15 @@ void SetupRules(const RuleContext& ctx, Candidates& c) {
           "but NCCL found no IB device: the HCAs are not visible here (RDMA not enabled, /dev/infiniband not "
           "passed into the container, or a wrong HCA name), so it fell back to sockets", no_ib_device);
     c.AddEvidence("ib.no_device", *ib_wanted);
+  }
+  // No libibverbs on a machine that has InfiniBand (its sockets run over IPoIB, or the job asked for IB):
+  // the image lacks rdma-core, so every byte goes through TCP. Most machines without IB print the same
+  // line, so it proves nothing alone.
+  if (no_verbs != nullptr && (socket_over_ipoib != nullptr || ib_wanted != nullptr)) {
+    c.Hit("ib.no_device", 66, false, "NCCL could not load libibverbs (rdma-core is not installed in this image "
+          "or container) although the machine has InfiniBand, so it runs over TCP sockets: install "
+          "libibverbs1 / rdma-core (and pass /dev/infiniband into the container)", no_verbs);
+    c.AddEvidence("ib.no_device", socket_over_ipoib != nullptr ? *socket_over_ipoib : *ib_wanted);
   }
   // A crash inside a process running NCCL, with no failure NCCL or the framework reported: the library
   // (or its network plugin) is the first suspect; the backtrace tells.

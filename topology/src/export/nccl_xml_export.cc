@@ -101,7 +101,8 @@ class Writer {
     SetIf(net, "name", n.nic.name);
     if (n.nic.dev >= 0) net.append_attribute("dev") = n.nic.dev;
     const double gbps = n.nic.SpeedGbps();
-    if (gbps > 0) net.append_attribute("speed") = static_cast<long long>(gbps * 1000.0 + 0.5);
+    // A topology from any source may carry a speed no integer holds; NCCL reads an int, so leave it out.
+    if (gbps > 0 && gbps < 1e12) net.append_attribute("speed") = static_cast<long long>(gbps * 1000.0 + 0.5);
     net.append_attribute("port") = n.nic.ports.empty() ? 1 : n.nic.ports.front().port;
     SetIf(net, "guid", n.nic.guid);
     if (n.nic.max_conn > 0) net.append_attribute("maxconn") = n.nic.max_conn;

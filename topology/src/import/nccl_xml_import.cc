@@ -1,5 +1,6 @@
 // NCCL topology XML importer and format detection.
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -18,6 +19,7 @@ namespace {
 
 constexpr std::size_t kMaxInputBytes = 64u << 20;
 constexpr int kMaxDepth = 64;
+constexpr double kMaxNetSpeedMbps = 1e9;
 
 class NcclXmlReader {
  public:
@@ -223,8 +225,16 @@ class NcclXmlReader {
       if (gdr >= 0) n.nic.gdr = gdr != 0;
       NicPort p;
       p.port = port;
-      auto speed = ParseDouble(net.attribute("speed").as_string());
-      p.speed_gbps = speed ? *speed / 1000.0 : 0.0;  // NCCL writes Mb/s
+      const std::string_view speed_text = Trim(net.attribute("speed").as_string());
+      auto speed = ParseDouble(speed_text);
+      // NCCL writes Mb/s. Today's fastest ports are 800 Gb/s; a value past 1 Pb/s is a corrupted file,
+      // and it would poison every bandwidth the cost model derives from this NIC.
+      if (speed_text.empty()) speed.reset();
+      else if (!speed || !(std::isfinite(*speed) && *speed >= 0 && *speed <= kMaxNetSpeedMbps)) {
+        return Error(net, StrCat("<net> speed=\"", net.attribute("speed").as_string(),
+                                 "\" is not a NIC speed in Mb/s (expected 0 to 1e9)"));
+      }
+      p.speed_gbps = speed ? *speed / 1000.0 : 0.0;
       n.nic.ports.push_back(p);
       if (pci_id == kNoNode && n.nic.kind == NicKind::kUnknown) {
         n.nic.kind = StartsWith(name, "eth") || StartsWith(name, "en") ? NicKind::kEthernet : NicKind::kUnknown;
