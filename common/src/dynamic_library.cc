@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include "commkit/common/env.h"
 #include "commkit/common/strings.h"
 
 namespace commkit {
@@ -66,6 +67,30 @@ Result<void*> DynamicLibrary::Symbol(std::string_view symbol) const {
     return Status::NotFound(StrCat(path_, " has no symbol ", sym, err ? StrCat(" (", err, ")") : std::string()));
   }
   return address;
+}
+
+Result<DynamicLibrary> OpenOptionalLibrary(const OptionalLibrary& lib) {
+  std::string name(lib.soname);
+  std::string via;
+  auto override_name = EnvString(lib.override_env);
+  if (!override_name.ok())
+    return Status::Unavailable(StrCat(lib.soname, " not available: ", override_name.status().message(), "; ", lib.remedy));
+  if (*override_name && !(*override_name)->empty()) {
+    name = **override_name;
+    via = StrCat(" (", lib.override_env, "=", name, ")");
+  }
+  auto loaded = DynamicLibrary::OpenOne(name);
+  if (!loaded.ok())
+    return Status::Unavailable(StrCat(lib.soname, " not available", via, ": ", loaded.status().message(), "; ", lib.remedy));
+  return loaded;
+}
+
+Status MissingSymbol(const OptionalLibrary& lib, const Status& lookup) {
+  return Status::Unavailable(StrCat(lib.soname, " not available: ", lookup.message(), " (too old?); ", lib.remedy));
+}
+
+bool IsLibraryUnavailable(const OptionalLibrary& lib, std::string_view error) {
+  return StartsWith(error, StrCat(lib.soname, " not available"));
 }
 
 }  // namespace commkit

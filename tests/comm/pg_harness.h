@@ -44,10 +44,11 @@ inline ProcessWorld& World() {
 // server in this process. Returns each child's exit code (body's return value), or -signal when a
 // child was killed. Children still running after `limit` are killed (SIGKILL) and reported as -9, so
 // nothing hangs. Children leave with _exit() (no static destructors of the parent run twice).
+// `in_child(rank)`, when given, runs in each child before its group is created (per-rank environment).
 inline std::vector<int> ForkRanks(const std::string& backend, int size, const std::function<int(ProcessGroup&)>& body,
                                   ProcessGroupOptions options = {},
                                   std::chrono::milliseconds limit = std::chrono::seconds(240),
-                                  int simulated_hosts = 0) {
+                                  int simulated_hosts = 0, const std::function<void(int)>& in_child = nullptr) {
   // The store server runs in its own forked process, so this process has no threads when it forks the
   // ranks (a lock held by another thread at fork time would deadlock a child).
   int fds[2];
@@ -98,6 +99,7 @@ inline std::vector<int> ForkRanks(const std::string& backend, int size, const st
       // the other hosts' ranks (see COMMKIT_HOST_DOMAIN), so the host backend's inter-host path runs.
       if (simulated_hosts > 0)
         ::setenv("COMMKIT_HOST_DOMAIN", ("simhost" + std::to_string(rank * simulated_hosts / size)).c_str(), 1);
+      if (in_child) in_child(rank);
       {
         TcpStoreOptions o;
         o.port = port;

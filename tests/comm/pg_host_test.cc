@@ -2,6 +2,8 @@
 // as forked processes, plus what this backend promises on its own: mismatches found in its own rounds
 // (no extra exchange), consistent alltoallv checks, send/recv ordering errors that lose nothing, a
 // dead peer named within a fraction of the timeout, and a clear error when /dev/shm is too small.
+#include <fcntl.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstring>
@@ -427,6 +429,73 @@ TEST(HostBackend, ADeadRankOnAnotherHostIsNamed) {
   for (int r = 0; r < 3; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r;
   EXPECT_EQ(codes[3], -SIGKILL);
 }
+
+// UCX is loaded when a group spans hosts. A rank whose node lacks it fails with what to install, and
+// the other ranks fail at once with its reason (not after the timeout), all with Unavailable, so that
+// "auto" moves every rank on to the same next backend.
+std::vector<int> ForkTwoHostsWithoutUcxOnRank3(const std::string& backend, const std::function<int(ProcessGroup&)>& body,
+                                               std::string& stderr_text, std::chrono::nanoseconds& took) {
+  testing::TempDir dir;
+  const std::string log = (dir.path() / "ranks.log").string();
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  if (fd < 0 || saved < 0) {
+    ADD_FAILURE() << "cannot redirect stderr to " << log;
+    return {};
+  }
+  ::dup2(fd, 2);
+  ::close(fd);
+  const auto start = std::chrono::steady_clock::now();
+  ProcessGroupOptions options;
+  options.timeout = 60s;
+  auto codes = ForkRanks(backend, 4, body, options, 120s, /*simulated_hosts=*/2, [](int rank) {
+    if (rank == 3) ::setenv("COMMKIT_LIBUCP", "/nonexistent/libucp.so.0", 1);
+  });
+  took = std::chrono::steady_clock::now() - start;
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(saved);
+  std::ifstream in(log);
+  stderr_text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return codes;
+}
+
+TEST(HostBackend, ARankWithoutUcxFailsTheGroupAtOnceWithItsReason) {
+  std::string text;
+  std::chrono::nanoseconds took{};
+  auto codes = ForkTwoHostsWithoutUcxOnRank3("host", [](ProcessGroup&) { return 0; }, text, took);
+  ASSERT_EQ(codes.size(), 4u) << text;
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], 91) << "rank " << r << " should fail to create the group\n" << text;
+  EXPECT_LT(took, 30s) << "the ranks waited for the timeout instead of failing together\n" << text;
+  EXPECT_TRUE(Contains(text, "host backend (UCX), rank 3/4 of world: libucp.so.0 not available (COMMKIT_LIBUCP="
+                             "/nonexistent/libucp.so.0)")) << text;
+  EXPECT_TRUE(Contains(text, "install UCX")) << text;
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(Contains(text, StrCat("rank ", r, ": Unavailable: "))) << text;
+  for (int r = 0; r < 3; ++r)
+    EXPECT_TRUE(Contains(text, StrCat("host backend (UCX), rank ", r, "/4 of world: rank 3 could not start UCX: "
+                                      "libucp.so.0 not available"))) << text;
+}
+
+#if COMMKIT_HAVE_GLOO
+TEST(HostBackend, AutoMovesEveryRankToGlooWhenOneNodeLacksUcx) {
+  std::string text;
+  std::chrono::nanoseconds took{};
+  auto codes = ForkTwoHostsWithoutUcxOnRank3(
+      "auto",
+      [](ProcessGroup& pg) {
+        EXPECT_EQ(pg.backend_name(), "gloo");
+        std::vector<float> buf(1000, 1.0f);
+        COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
+        EXPECT_EQ(buf[999], 4.0f);
+        return ::testing::Test::HasFailure() ? 1 : 0;
+      },
+      text, took);
+  ASSERT_EQ(codes.size(), 4u) << text;
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], 0) << "rank " << r << "\n" << text;
+  EXPECT_LT(took, 30s) << text;
+}
+#endif
 #endif
 
 TEST(HostBackend, ATooSmallDevShmIsAnErrorWithTheFix) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# libibverbs, libfabric and libhwloc are loaded at run time (topology/src/probers/optional_library.h),
-# so the installed tools start on nodes without them. Installs this build into a temporary prefix and
+# libibverbs, libfabric, libhwloc (topology/src/probers/optional_library.h) and UCX
+# (comm/backends/host/src/ucx_api.h) are loaded at run time, so the installed tools start on nodes
+# without them. Installs this build into a temporary prefix and
 # checks every installed program and commkit library: no NEEDED entry names one of them, no undefined
 # symbol calls into one by name, and the whole load closure (ldd) of commkit-topo and gpudoctor is free
 # of them and of libgloo.
@@ -11,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 
-libs='libibverbs|libfabric|libhwloc'
+libs='libibverbs|libfabric|libhwloc|libucp|libucs|libuct|libucm'
 bad=0 checked=0
 for f in "$work"/prefix/bin/* "$work"/prefix/lib*/libcommkit_*.so* "$work"/prefix/lib*/*/libcommkit_*.so*; do
   [[ -f "$f" && ! -L "$f" ]] || continue
@@ -21,7 +22,7 @@ for f in "$work"/prefix/bin/* "$work"/prefix/lib*/libcommkit_*.so* "$work"/prefi
     echo "needed_test: ${f#"$work"/prefix/} links at build time: $needed" >&2
     bad=1
   fi
-  if undefined=$(nm -D --undefined-only "$f" | grep -E ' (_?ibv_|fi_|hwloc_)'); then
+  if undefined=$(nm -D --undefined-only "$f" | grep -E ' (_?ibv_|fi_|hwloc_|ucp_|ucs_|uct_)'); then
     echo "needed_test: ${f#"$work"/prefix/} calls by name (needs the library at load time):" >&2
     echo "$undefined" >&2
     bad=1
@@ -43,4 +44,4 @@ for tool in commkit-topo gpudoctor; do
   fi
 done
 (( bad == 0 )) || exit 1
-echo "needed_test: $checked installed programs and libraries name none of libibverbs, libfabric, libhwloc"
+echo "needed_test: $checked installed programs and libraries name none of libibverbs, libfabric, libhwloc, UCX"

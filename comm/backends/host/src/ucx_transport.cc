@@ -6,11 +6,11 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <ucp/api/ucp.h>
 
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
+#include "ucx_api.h"
 
 namespace commkit::comm::host {
 
@@ -59,6 +59,7 @@ std::uint64_t MakeTag(int channel, int source, std::uint64_t sequence, std::uint
 struct UcxTransport::Impl {
   int rank = 0, size = 1;
   std::string who;
+  const UcxApi* api = nullptr;
   ucp_context_h context = nullptr;
   ucp_worker_h worker = nullptr;
   std::vector<ucp_ep_h> eps;
@@ -86,23 +87,23 @@ struct UcxTransport::Impl {
       ucp_request_param_t p{};
       p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
       p.flags = UCP_EP_CLOSE_FLAG_FORCE;
-      void* r = ucp_ep_close_nbx(ep, &p);
+      void* r = api->ep_close_nbx(ep, &p);
       if (r != nullptr && !UCS_PTR_IS_ERR(r)) pending.push_back(r);
       ep = nullptr;
     }
     auto until = Clock::now() + std::chrono::seconds(2);
     for (void* r : pending) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) ucp_worker_progress(worker);
-      if (ucp_request_check_status(r) != UCS_INPROGRESS) ucp_request_free(r);
+      while (api->request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) api->worker_progress(worker);
+      if (api->request_check_status(r) != UCS_INPROGRESS) api->request_free(r);
     }
   }
 
   ~Impl() {
     if (worker != nullptr) {
       CloseEndpoints();
-      ucp_worker_destroy(worker);
+      api->worker_destroy(worker);
     }
-    if (context != nullptr) ucp_cleanup(context);
+    if (context != nullptr) api->cleanup(context);
   }
 };
 
@@ -110,6 +111,47 @@ UcxTransport::UcxTransport() = default;
 UcxTransport::~UcxTransport() = default;
 int UcxTransport::rank() const { return impl_->rank; }
 int UcxTransport::size() const { return impl_->size; }
+
+// This rank's UCX context, worker and worker address (hex), or why there is none.
+Result<std::string> UcxTransport::StartWorker() {
+  Impl& m = *impl_;
+  auto api = LoadUcx();
+  if (!api.ok()) return api.status();
+  m.api = *api;
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = m.api->config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return Status::BackendError(StrCat("ucp_config_read: ", m.api->status_string(st)));
+  std::optional<std::string> iface;
+  auto read_iface = EnvString("COMMKIT_SOCKET_IFNAME");
+  if (!read_iface.ok()) {
+    m.api->config_release(config);
+    return read_iface.status();
+  }
+  iface = *read_iface;
+  if (iface && !iface->empty() && !EnvRaw("UCX_NET_DEVICES")) m.api->config_modify(config, "NET_DEVICES", iface->c_str());
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG;
+  st = m.api->Init(&params, config, &m.context);
+  m.api->config_release(config);
+  if (st != UCS_OK)
+    return Status::BackendError(StrCat("ucp_init: ", m.api->status_string(st),
+                                       iface && !iface->empty() ? StrCat(" (UCX found no usable device for COMMKIT_SOCKET_IFNAME=",
+                                                                         *iface, "; check the interface exists on this host)")
+                                                                : std::string()));
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // serialised by Impl::mu
+  st = m.api->worker_create(m.context, &wp, &m.worker);
+  if (st != UCS_OK) return Status::BackendError(StrCat("ucp_worker_create: ", m.api->status_string(st)));
+  ucp_address_t* address = nullptr;
+  std::size_t length = 0;
+  st = m.api->worker_get_address(m.worker, &address, &length);
+  if (st != UCS_OK) return Status::BackendError(StrCat("ucp_worker_get_address: ", m.api->status_string(st)));
+  std::string mine = Hex(address, length);
+  m.api->worker_release_address(m.worker, address);
+  return mine;
+}
 
 Result<std::unique_ptr<UcxTransport>> UcxTransport::Connect(const BackendContext& ctx) {
   if (ctx.size >= (1 << kRankBits)) return Status::NotSupported("host backend: more than 2^20 ranks");
@@ -119,38 +161,28 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::Connect(const BackendContext
   m.rank = ctx.rank;
   m.size = ctx.size;
   m.who = StrCat("host backend (UCX), rank ", ctx.rank, "/", ctx.size, " of ", ctx.group_name);
-  ucp_config_t* config = nullptr;
-  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
-  if (st != UCS_OK) return Status::BackendError(StrCat(m.who, ": ucp_config_read: ", ucs_status_string(st)));
-  std::optional<std::string> iface;
-  COMMKIT_ASSIGN_OR_RETURN(iface, EnvString("COMMKIT_SOCKET_IFNAME"));
-  if (iface && !iface->empty() && !EnvRaw("UCX_NET_DEVICES")) ucp_config_modify(config, "NET_DEVICES", iface->c_str());
-  ucp_params_t params{};
-  params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG;
-  st = ucp_init(&params, config, &m.context);
-  ucp_config_release(config);
-  if (st != UCS_OK)
-    return Status::BackendError(StrCat(m.who, ": ucp_init: ", ucs_status_string(st),
-                                       iface && !iface->empty() ? StrCat(" (UCX found no usable device for COMMKIT_SOCKET_IFNAME=",
-                                                                         *iface, "; check the interface exists on this host)")
-                                                                : std::string()));
-  ucp_worker_params_t wp{};
-  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // serialised by Impl::mu
-  st = ucp_worker_create(m.context, &wp, &m.worker);
-  if (st != UCS_OK) return Status::BackendError(StrCat(m.who, ": ucp_worker_create: ", ucs_status_string(st)));
-  ucp_address_t* address = nullptr;
-  std::size_t length = 0;
-  st = ucp_worker_get_address(m.worker, &address, &length);
-  if (st != UCS_OK) return Status::BackendError(StrCat(m.who, ": ucp_worker_get_address: ", ucs_status_string(st)));
-  std::string mine = Hex(address, length);
-  ucp_worker_release_address(m.worker, address);
-  COMMKIT_RETURN_IF_ERROR(ctx.store->Set(StrCat("ucx/addr/", ctx.rank), mine).WithContext(m.who));
+  // A rank that cannot start UCX (no libucp on its node, no usable device) still publishes, so that
+  // the others stop at once with its reason instead of waiting for its address until the timeout. A
+  // missing library is Unavailable on every rank alike, so that "auto" moves every rank on to the same
+  // next backend (registry.cc).
+  constexpr std::string_view kUnavailable = "unavailable:", kFailed = "failed:";
+  Result<std::string> mine = t->StartWorker();
+  const std::string_view marker = mine.ok() ? "" : mine.status().code() == StatusCode::kUnavailable ? kUnavailable : kFailed;
+  COMMKIT_RETURN_IF_ERROR(ctx.store->Set(StrCat("ucx/addr/", ctx.rank),
+                                         mine.ok() ? *mine : StrCat(marker, mine.status().message()))
+                              .WithContext(m.who));
+  if (!mine.ok()) return mine.status().WithContext(m.who);
   std::vector<std::string> keys;
   for (int q = 0; q < ctx.size; ++q) keys.push_back(StrCat("ucx/addr/", q));
   auto all = ctx.store->MultiGet(keys, ctx.timeout);
   if (!all.ok()) return all.status().WithContext(StrCat(m.who, ": waiting for every rank's UCX address"));
+  for (int q = 0; q < ctx.size; ++q) {
+    for (std::string_view prefix : {kUnavailable, kFailed}) {
+      if (!StartsWith((*all)[q], prefix)) continue;
+      std::string why = StrCat(m.who, ": rank ", q, " could not start UCX: ", (*all)[q].substr(prefix.size()));
+      return prefix == kUnavailable ? Status::Unavailable(why) : Status::RemoteError(why);
+    }
+  }
   // Every rank reports whether it reached every peer, and no rank returns (and could tear its worker
   // down under a peer still connecting) before all have: they fail or succeed together.
   std::string connected = "ok";
@@ -167,10 +199,10 @@ Result<std::unique_ptr<UcxTransport>> UcxTransport::Connect(const BackendContext
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = &Impl::OnEndpointError;
     ep.err_handler.arg = &m.failed[q];
-    st = ucp_ep_create(m.worker, &ep, &m.eps[q]);
+    ucs_status_t st = m.api->ep_create(m.worker, &ep, &m.eps[q]);
     if (st != UCS_OK) {
       m.eps[q] = nullptr;
-      connected = StrCat("rank ", ctx.rank, " could not connect to rank ", q, ": ucp_ep_create: ", ucs_status_string(st),
+      connected = StrCat("rank ", ctx.rank, " could not connect to rank ", q, ": ucp_ep_create: ", m.api->status_string(st),
                          " (set COMMKIT_SOCKET_IFNAME or UCX_NET_DEVICES to an interface every host reaches)");
     }
   }
@@ -206,7 +238,7 @@ Status UcxTransport::Run(std::vector<Op>& ops, int channel, std::uint64_t sequen
     if (op.send) {
       param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
       param.datatype = ucp_dt_make_contig(1);
-      void* r = ucp_tag_send_nbx(m.eps[op.peer], op.buf, op.bytes, MakeTag(channel, m.rank, sequence, step + op.step), &param);
+      void* r = m.api->tag_send_nbx(m.eps[op.peer], op.buf, op.bytes, MakeTag(channel, m.rank, sequence, step + op.step), &param);
       if (r == nullptr) p.status = UCS_OK;
       else if (UCS_PTR_IS_ERR(r)) p.status = UCS_PTR_STATUS(r);
       else p.request = r;
@@ -215,7 +247,7 @@ Status UcxTransport::Run(std::vector<Op>& ops, int channel, std::uint64_t sequen
       // received length, so a short message is an error and not silent garbage.
       param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
       param.datatype = ucp_dt_make_contig(1);
-      void* r = ucp_tag_recv_nbx(m.worker, op.out, op.bytes, MakeTag(channel, op.peer, sequence, step + op.step), ~0ull, &param);
+      void* r = m.api->tag_recv_nbx(m.worker, op.out, op.bytes, MakeTag(channel, op.peer, sequence, step + op.step), ~0ull, &param);
       if (r == nullptr) {
         p.status = UCS_OK;
         op.received = p.info.length;
@@ -233,23 +265,23 @@ Status UcxTransport::Run(std::vector<Op>& ops, int channel, std::uint64_t sequen
   };
   Status failure;
   while (true) {
-    ucp_worker_progress(m.worker);
+    m.api->worker_progress(m.worker);
     bool all = true;
     for (std::size_t i = 0; i < ops.size(); ++i) {
       Pending& p = pending[i];
       if (p.request != nullptr) {
-        ucs_status_t st = ops[i].send ? ucp_request_check_status(p.request) : ucp_tag_recv_request_test(p.request, &p.info);
+        ucs_status_t st = ops[i].send ? m.api->request_check_status(p.request) : m.api->tag_recv_request_test(p.request, &p.info);
         if (st == UCS_INPROGRESS) {
           all = false;
           continue;
         }
         p.status = st;
         if (!ops[i].send) ops[i].received = p.info.length;
-        ucp_request_free(p.request);
+        m.api->request_free(p.request);
         p.request = nullptr;
       }
       if (p.status != UCS_OK && failure.ok()) {
-        std::string why = ucs_status_string(p.status);
+        std::string why = m.api->status_string(p.status);
         if (p.status == UCS_ERR_MESSAGE_TRUNCATED)
           why = StrCat("the peer sent more than ", ops[i].bytes, " bytes (counts differ between the ranks)");
         failure = Status::RemoteError(StrCat(m.who, ": ", describe(i), " failed: ", why));
@@ -262,7 +294,7 @@ Status UcxTransport::Run(std::vector<Op>& ops, int channel, std::uint64_t sequen
     for (std::size_t i = 0; i < ops.size() && why.empty(); ++i)
       if (pending[i].request != nullptr && m.failed[ops[i].peer].load() != 0)
         why = StrCat(describe(i), " failed: the connection to rank ", ops[i].peer, " broke (",
-                     ucs_status_string(static_cast<ucs_status_t>(m.failed[ops[i].peer].load())), "): the rank died or the network failed");
+                     m.api->status_string(static_cast<ucs_status_t>(m.failed[ops[i].peer].load())), "): the rank died or the network failed");
     if (why.empty() && m.aborted.load()) why = StrCat("aborted: ", m.Reason());
     if (why.empty() && now >= deadline) {
       for (std::size_t i = 0; i < ops.size(); ++i)
@@ -275,13 +307,13 @@ Status UcxTransport::Run(std::vector<Op>& ops, int channel, std::uint64_t sequen
       // Cancel what is still pending; requests that do not finish keep their buffers referenced, so
       // the transport becomes unusable rather than risk writing into freed memory later.
       for (auto& p : pending)
-        if (p.request != nullptr) ucp_request_cancel(m.worker, p.request);
+        if (p.request != nullptr) m.api->request_cancel(m.worker, p.request);
       auto until = Clock::now() + std::chrono::seconds(2);
       for (auto& p : pending) {
         while (p.request != nullptr && Clock::now() < until) {
-          ucp_worker_progress(m.worker);
-          if (ucp_request_check_status(p.request) != UCS_INPROGRESS) {
-            ucp_request_free(p.request);
+          m.api->worker_progress(m.worker);
+          if (m.api->request_check_status(p.request) != UCS_INPROGRESS) {
+            m.api->request_free(p.request);
             p.request = nullptr;
           }
         }

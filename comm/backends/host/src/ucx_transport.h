@@ -2,7 +2,8 @@
 // ranks, over whatever UCX picks (TCP here; InfiniBand/RoCE where present). Endpoints use UCX's peer
 // error handling, so a dead peer completes pending requests with an error instead of hanging. Every
 // wait is bounded by a deadline. Thread-safe (one lock around the UCX worker). Private to commkit::comm;
-// built when COMMKIT_HAVE_UCX.
+// built when COMMKIT_HAVE_UCX; libucp itself is loaded when the first group spanning hosts connects
+// (ucx_api.h).
 #pragma once
 
 #include <chrono>
@@ -49,6 +50,7 @@ class UcxTransport {
 
  private:
   UcxTransport();
+  Result<std::string> StartWorker();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

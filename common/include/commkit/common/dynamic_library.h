@@ -1,5 +1,5 @@
-// dlopen/dlsym behind Result: how commkit loads NVML, libcuda and other optional runtime libraries,
-// so the tools start (and report "Skipped: libnvidia-ml.so.1 not found") on nodes without a driver.
+// dlopen/dlsym behind Result: how commkit loads NVML, libcuda, rdma-core, libfabric, hwloc and UCX, so
+// the tools start (and report "Skipped: libnvidia-ml.so.1 not found") on nodes without them.
 #pragma once
 
 #include <initializer_list>
@@ -58,5 +58,27 @@ class DynamicLibrary {
   std::string name_;
   std::string path_;
 };
+
+// An optional library a commkit component loads at run time, so that a build with it still starts on
+// a node without it and the component reports "<soname> not available: <why>; <remedy>" instead.
+struct OptionalLibrary {
+  std::string_view soname;        // "libibverbs.so.1"
+  std::string_view override_env;  // "COMMKIT_LIBIBVERBS": a file or name to load instead
+  std::string_view remedy;        // "install rdma-core / ibverbs-providers to probe RDMA devices"
+};
+
+// Loads `lib` (or what its override variable names). Unavailable:
+// "libibverbs.so.1 not available: <dlerror>; install rdma-core / ibverbs-providers to probe ...".
+// Callers bind their symbols, then Leak() the handle: providers and plugins the library loads keep
+// pointers into it, so it stays mapped for the life of the process.
+Result<DynamicLibrary> OpenOptionalLibrary(const OptionalLibrary& lib);
+
+// The error for a library that loads but lacks a symbol the caller needs (too old a version):
+// "libibverbs.so.1 (/usr/lib/...) lacks _ibv_query_gid_ex: ...; <remedy>".
+Status MissingSymbol(const OptionalLibrary& lib, const Status& lookup);
+
+// Whether an error text is one of the two above for `lib` (the library is absent or too old): the
+// caller then skips the work, as a build without the library would, instead of failing.
+bool IsLibraryUnavailable(const OptionalLibrary& lib, std::string_view error);
 
 }  // namespace commkit
