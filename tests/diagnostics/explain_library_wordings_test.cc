@@ -123,5 +123,15 @@ TEST(ExplainTest, LoaderContainerAndConnectRetryWordings) {
             "socket.unreachable (medium)");
 }
 
+// c10d's monitored barrier: the ranks it names as missing are the stuck ones; a rank that got there but
+// lost rank 0 sends the reader to rank 0's log.
+TEST(ExplainTest, MonitoredBarrierWordings) {
+  EXPECT_EQ(HighClaim(ExplainLog("RuntimeError: [Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 1800000 ms\n")),
+            "collective.timeout (medium)");
+  EXPECT_EQ(HighClaim(ExplainLog("RuntimeError: Rank 1 successfully reached monitoredBarrier, but received errors "
+                                 "while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n")),
+            "socket.peer_closed (medium)");
+}
+
 }  // namespace
 }  // namespace commkit::diagnostics

@@ -69,7 +69,15 @@ void CollectiveRules(const LineView& v, Candidates& c) {
               "heartbeat monitor timed out", "watchdog got stuck", "exception (either an error or timeout) detected",
               "worknccl::checktimeout"}))
     c.Hit("collective.timeout", 50, false, "A collective did not complete within the process-group timeout", &m);
-
+  // c10d's monitored barrier (TORCH_DISTRIBUTED_DEBUG=DETAIL, or called by the program) names the ranks
+  // that never arrived: they hang in an earlier collective or never got there (a crash, a slow step).
+  // A rank that arrived but lost its link to rank 0 points at rank 0's own log.
+  if (Contains(l, "failed to pass monitoredbarrier"))
+    c.Hit("collective.timeout", 62, false, "c10d's monitored barrier names ranks that did not reach it in time: "
+          "they are stuck in an earlier collective or never got there (their logs tell which)", &m);
+  else if (Contains(l, "reached monitoredbarrier, but received errors"))
+    c.Hit("socket.peer_closed", 58, false, "This rank reached c10d's monitored barrier but lost rank 0 while "
+          "waiting: the failure is in rank 0's log", &m);
 }
 
 void EnvelopeRules(const LogContext& log, const LineView& v, Candidates& c) {
