@@ -209,8 +209,8 @@ std::string RenderResults(const BenchOptions& o, const std::vector<ResultRow>& r
 
 std::string PredictionTable(const std::vector<ResultRow>& rows, const std::string& model) {
   std::ostringstream out;
-  out << "#\n# Predicted vs measured busbw (GB/s); " << model << "\n";
-  // pred/meas: predicted time over measured time (= measured busbw over predicted busbw).
+  // pred/meas is of times (= measured busbw over predicted busbw), so above 1 the model was pessimistic.
+  out << "#\n# Predicted vs measured busbw (GB/s); pred/meas = predicted time / measured time; " << model << "\n";
   out << "#         size  backend        measured  predicted  pred/meas  algorithm\n";
   for (const ResultRow& r : rows) {
     if (r.pred_busbw_gbps <= 0) continue;
