@@ -48,7 +48,9 @@ PredictionModel MakePredictionModel(bool measure) {
   m.loopback_beta_Bps = p.loopback_beta_Bps;
   const std::filesystem::path cache = tune::CalibrationPath();
   m.description = StrCat("rows marked (calibration): the selection table's algorithm with the calibration cache ",
-                         cache.empty() ? std::string("(off)") : cache.string(),
+                         cache.empty()                        ? std::string("(off)")
+                         : std::filesystem::exists(cache)     ? cache.string()
+                                                              : StrCat(cache.string(), " (none yet: run --calibrate)"),
                          "; other rows: topology cost model (ring / recursive doubling, the faster): shared memory 1 us "
                          "and ", p.memcpy_Bps / 2e9, " GB/s (memcpy/2), TCP loopback ", p.loopback_alpha_s * 1e6,
                          " us and ", p.loopback_beta_Bps / 1e9, " GB/s for gloo; ", Join(p.notes, "; "));
