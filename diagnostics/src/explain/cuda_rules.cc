@@ -3,6 +3,7 @@
 #include <string>
 
 #include "commkit/common/strings.h"
+#include "error_codes.h"
 #include "rules.h"
 
 namespace commkit::diagnostics::explain {
@@ -60,11 +61,11 @@ void CudaRules(LineState& state, const LineView& v, Candidates& c) {
   if (Any(l, {"cuda failure", "cuda error", "cudaerror"}) && !Any(l, {"device ordinal", "cuda-capable"}))
     earlier_cuda_failure = true;
   // cudaErrorDevicesUnavailable in the runtime's older wording ("all CUDA-capable devices are busy or
-  // unavailable"), which the catalog's current string does not match.
-  if (Contains(l, "busy or unavailable") && Any(l, {"cuda", "device"}))
-    c.Hit("gpu.duplicate", 66, false, "The GPU is held by another process (exclusive-process compute mode): usually "
-          "a second rank on the same GPU (LOCAL_RANK not used for the device), or a process left from an earlier "
-          "run (nvidia-smi lists it)", &m);
+  // unavailable"), which the catalog's current string does not match: the code's own meaning.
+  if (Contains(l, "busy or unavailable") && Any(l, {"cuda", "device"})) {
+    const CudaCodeMeaning& busy = *CudaCode(46);
+    c.Hit(busy.family, busy.score, busy.provable, busy.cause, &m);
+  }
   // NVML answers "Unknown Error" when the device nodes it opens are refused: a container whose cgroup device
   // rules systemd rewrote under it (daemon-reload; runc needs /dev/char links for the NVIDIA nodes) loses its
   // GPUs until it is recreated.

@@ -39,11 +39,11 @@ bool LooksLikeInterface(const std::string& n) {
   if (n == "lo") return true;
   if (n.empty() || n.size() > 15 || n.find_first_of(".:/") != std::string::npos) return false;
   for (const char* p : {"veth", "cali"})
-    if (n.rfind(p, 0) == 0) return true;
+    if (StartsWith(n, p)) return true;
   if (n.back() < '0' || n.back() > '9') return false;
   for (const char* p : {"eth", "en", "ib", "bond", "docker", "virbr", "br", "wl", "em", "hsn", "team", "vlan", "cni",
                         "tun", "tap"})
-    if (n.rfind(p, 0) == 0) return true;
+    if (StartsWith(n, p)) return true;
   return false;
 }
 

@@ -43,20 +43,22 @@ void IbRules(const LogContext& log, const LineView& v, Candidates& c) {
       c.Hit("ib.memlock", Contains(l, "ibv_create_qp") ? 55 : 42, false, "Creating an RDMA queue failed; the usual "
             "cause is a low locked-memory limit (not shown by the log)", &m);
   }
-  const bool gid_table = !f.gids.empty() || roce || f.env.count("NCCL_IB_GID_INDEX") != 0;
-  if (Contains(l, "ibv_modify_qp") && err && !Contains(l, "no such device")) {
-    c.Hit("ib.gid_index", gid_table ? 70 : 52, false, "Connecting the RDMA queue pair failed (ibv_modify_qp): on RoCE "
-          "usually a GID index whose address is not routable between the hosts (e.g. link-local fe80::)", &m);
-  } else if (Contains(l, "ibv_modify_qp") && err) {
-    // ENODEV from modify_qp comes after the device was opened and the QP created: the kernel found no
-    // network device behind the GID entry it was given (an empty or wrong index, or a netdev outside the
-    // container's network namespace). A device the HCA list should not have named reads the same, which
-    // stays the first candidate (code_rules.cc) unless the log shows the GID setup (RoCE alone does not:
-    // NVIDIA/nccl#799 was a RoCE HCA to leave out).
+  if (Contains(l, "ibv_modify_qp") && err) {
     const bool gid_shown = !f.gids.empty() || f.env.count("NCCL_IB_GID_INDEX") != 0;
-    c.Hit("ib.gid_index", gid_shown ? 64 : 56, false, "Connecting the RDMA queue pair failed with ENODEV "
-          "(ibv_modify_qp): the GID entry NCCL uses has no network device behind it here (wrong or empty "
-          "NCCL_IB_GID_INDEX, or the RoCE netdev is not in the container's namespace; check show_gids)", &m);
+    if (!Contains(l, "no such device")) {
+      c.Hit("ib.gid_index", gid_shown || roce ? 70 : 52, false, "Connecting the RDMA queue pair failed "
+            "(ibv_modify_qp): on RoCE usually a GID index whose address is not routable between the hosts (e.g. "
+            "link-local fe80::)", &m);
+    } else {
+      // ENODEV from modify_qp comes after the device was opened and the QP created: the kernel found no
+      // network device behind the GID entry it was given (an empty or wrong index, or a netdev outside the
+      // container's network namespace). A device the HCA list should not have named reads the same, which
+      // stays the first candidate (code_rules.cc) unless the log shows the GID setup (RoCE alone does not:
+      // NVIDIA/nccl#799 was a RoCE HCA to leave out).
+      c.Hit("ib.gid_index", gid_shown ? 64 : 56, false, "Connecting the RDMA queue pair failed with ENODEV "
+            "(ibv_modify_qp): the GID entry NCCL uses has no network device behind it here (wrong or empty "
+            "NCCL_IB_GID_INDEX, or the RoCE netdev is not in the container's namespace; check show_gids)", &m);
+    }
   }
   // libibverbs warns about the limit itself.
   // ("max locked memory (kbytes, -l) unlimited" is `ulimit -a` showing the limit is fine.)

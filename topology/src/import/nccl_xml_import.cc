@@ -1,6 +1,5 @@
 // NCCL topology XML importer and format detection.
 #include <algorithm>
-#include <cmath>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -225,16 +224,16 @@ class NcclXmlReader {
       if (gdr >= 0) n.nic.gdr = gdr != 0;
       NicPort p;
       p.port = port;
-      const std::string_view speed_text = Trim(net.attribute("speed").as_string());
-      auto speed = ParseDouble(speed_text);
       // NCCL writes Mb/s. Today's fastest ports are 800 Gb/s; a value past 1 Pb/s is a corrupted file,
-      // and it would poison every bandwidth the cost model derives from this NIC.
-      if (speed_text.empty()) speed.reset();
-      else if (!speed || !(std::isfinite(*speed) && *speed >= 0 && *speed <= kMaxNetSpeedMbps)) {
-        return Error(net, StrCat("<net> speed=\"", net.attribute("speed").as_string(),
-                                 "\" is not a NIC speed in Mb/s (expected 0 to 1e9)"));
+      // and it would poison every bandwidth the cost model derives from this NIC. (ParseDouble refuses
+      // what is not a finite number.)
+      const std::string_view speed_text = net.attribute("speed").as_string();
+      if (!Trim(speed_text).empty()) {
+        auto speed = ParseDouble(speed_text);
+        if (!speed || *speed < 0 || *speed > kMaxNetSpeedMbps)
+          return Error(net, StrCat("<net> speed=\"", speed_text, "\" is not a NIC speed in Mb/s (expected 0 to 1e9)"));
+        p.speed_gbps = *speed / 1000.0;
       }
-      p.speed_gbps = speed ? *speed / 1000.0 : 0.0;
       n.nic.ports.push_back(p);
       if (pci_id == kNoNode && n.nic.kind == NicKind::kUnknown) {
         n.nic.kind = StartsWith(name, "eth") || StartsWith(name, "en") ? NicKind::kEthernet : NicKind::kUnknown;

@@ -118,16 +118,12 @@ Result<std::string> UcxTransport::StartWorker() {
   auto api = LoadUcx();
   if (!api.ok()) return api.status();
   m.api = *api;
+  // Read before UCX's configuration exists, so that a bad value leaves nothing to release.
+  std::optional<std::string> iface;
+  COMMKIT_ASSIGN_OR_RETURN(iface, EnvString("COMMKIT_SOCKET_IFNAME"));
   ucp_config_t* config = nullptr;
   ucs_status_t st = m.api->config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return Status::BackendError(StrCat("ucp_config_read: ", m.api->status_string(st)));
-  std::optional<std::string> iface;
-  auto read_iface = EnvString("COMMKIT_SOCKET_IFNAME");
-  if (!read_iface.ok()) {
-    m.api->config_release(config);
-    return read_iface.status();
-  }
-  iface = *read_iface;
   if (iface && !iface->empty() && !EnvRaw("UCX_NET_DEVICES")) m.api->config_modify(config, "NET_DEVICES", iface->c_str());
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
