@@ -1,6 +1,7 @@
 // The gloo backend's collectives: every collective of the API on Gloo's algorithms over a connected
 // full mesh (gloo_connect.cc makes it).
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <gloo/allgather.h>
@@ -50,6 +51,14 @@ constexpr std::size_t kHdCacheBytes = std::size_t{64} << 20;
 // connect-time priming (0xC1).
 constexpr std::uint64_t kReduceScatterSlot = 0xC3ull << 56;
 
+// The closing barrier (below): after every call of the group, so no call's tag (its sequence number
+// below 2^31) is still in use.
+constexpr std::uint32_t kCloseTag = 0x7FFFFFFF;
+// How long a closing group waits for its peers at most. Peers that destroy the same group are
+// microseconds to milliseconds apart; ranks that destroy their groups in different orders meet
+// nobody and go on after this.
+constexpr milliseconds kCloseSettleLimit{5000};
+
 class GlooBackend final : public Backend {
  public:
   GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
@@ -66,6 +75,27 @@ class GlooBackend final : public Backend {
         hd_busy_max_bytes_(hd_busy_max_bytes) {
     if (hd_context_ != nullptr)
       hd_cache_ = std::make_unique<HalvingDoublingCache>(hd_context_, kHdCacheEntries, kHdCacheBytes);
+  }
+
+  // Gloo's halving-doubling template (run()) does not wait for its all-gather sends: a rank returns once
+  // its peers' notifications have arrived, while its own last notification may still be queued on the
+  // pair. Closing the pairs then (a rank destroying its group right after its last all-reduce, as a
+  // training script's end does) failed a peer still inside that call with "Connection closed by peer",
+  // once in 180 teardowns at 4 ranks (docs/gloo-algorithms.md). So a group whose last collective ran
+  // halving-doubling first meets its peers in a barrier on the main mesh: a peer arrives there only
+  // after its own last call. Bounded by kCloseSettleLimit, and skipped after an abort or a failed call,
+  // where peers may never arrive.
+  ~GlooBackend() override {
+    if (!settle_on_close_ || broken_.load(std::memory_order_relaxed) || size_ < 2) return;
+    try {
+      ::gloo::BarrierOptions opts(context_);
+      opts.setTag(kCloseTag);
+      opts.setTimeout(std::min(pair_timeout_, kCloseSettleLimit));
+      ::gloo::barrier(opts);
+    } catch (const std::exception& e) {
+      COMMKIT_LOG_DEBUG("gloo backend (rank ", rank_, "/", size_, "): closing barrier not met (", e.what(),
+                        "); closing anyway");
+    }
   }
 
   std::string_view Name() const override { return "gloo"; }
@@ -86,12 +116,14 @@ class GlooBackend final : public Backend {
         s = Dispatch(a);
       } else {
         context_->setTimeout(a.timeout);
+        settle_on_close_ = false;
         s = Dispatch(a);
         ReleaseLargeScratch();
       }
     } catch (const std::exception& e) {
       s = FromGloo(e, ToString(a.kind));
     }
+    if (!s.ok()) broken_.store(true, std::memory_order_relaxed);
     return CompletedWork(std::move(s), a.sequence);
   }
 
@@ -101,6 +133,7 @@ class GlooBackend final : public Backend {
   }
 
   void Abort(std::string_view reason) override {
+    broken_.store(true, std::memory_order_relaxed);
     COMMKIT_LOG_WARN("gloo backend: abort requested (", reason, "); pending operations end at their timeout");
   }
 
@@ -169,6 +202,7 @@ class GlooBackend final : public Backend {
     tune::NoteRun("gloo", algo);
     if (algo == CollectiveAlgorithm::kHalvingDoubling) {
       hd_cache_->Allreduce(in, out, SizeOf(a.dtype), count, fn);
+      settle_on_close_ = true;
     } else {
       ::gloo::AllreduceOptions opts(context_);
       opts.setTag(Tag(a));
@@ -417,6 +451,8 @@ class GlooBackend final : public Backend {
   std::size_t hd_busy_max_bytes_;  // > 0: the halving-doubling pairs busy-poll; no larger call may use them
   std::optional<CollectiveAlgorithm> last_algorithm_;  // collectives run on one thread at a time
   std::unique_ptr<HalvingDoublingCache> hd_cache_;  // with hd_context_
+  bool settle_on_close_ = false;    // the last collective ran halving-doubling (see ~GlooBackend)
+  std::atomic<bool> broken_{false};  // a call failed or Abort came: peers may never reach a barrier
   std::vector<char> scratch_[2];
   std::vector<std::size_t> rs_counts_;  // reduce-scatter's per-rank counts, reused
 };
