@@ -127,8 +127,8 @@ Result<std::string> PlanOutput(const BenchOptions& options, int nranks) {
   return out;
 }
 
-std::string AddCalibrationFits(const std::string& backend, CollectiveAlgorithm algorithm, int nranks,
-                               const std::vector<ResultRow>& rows, tune::Calibration& into) {
+std::string AddCalibrationFits(const std::string& backend, CollectiveKind collective, CollectiveAlgorithm algorithm,
+                               int nranks, const std::vector<ResultRow>& rows, tune::Calibration& into) {
   std::map<std::size_t, std::vector<double>> by_size;
   for (const ResultRow& r : rows) {
     const Measurement* m = Measured(r);
@@ -143,7 +143,7 @@ std::string AddCalibrationFits(const std::string& backend, CollectiveAlgorithm a
   }
   tune::Fit key;
   key.backend = backend;
-  key.collective = CollectiveKind::kAllreduce;
+  key.collective = collective;
   key.algorithm = algorithm;
   key.ranks = nranks;
   std::string out;
@@ -154,7 +154,7 @@ std::string AddCalibrationFits(const std::string& backend, CollectiveAlgorithm a
       const double p = tune::PredictSeconds(f, n);
       worst = std::max(worst, std::max(p / t, t / p));
     }
-    out += StrCat("# ", backend, " ", ToString(algorithm), " ", nranks, " ranks ",
+    out += StrCat("# ", backend, " ", ToString(collective), " ", ToString(algorithm), " ", nranks, " ranks ",
                   HumanBytes(static_cast<double>(f.min_bytes)), "..",
                   f.max_bytes == tune::kNoLimit ? std::string("") : HumanBytes(static_cast<double>(f.max_bytes)),
                   ": alpha ", HumanSeconds(f.alpha_s), ", beta ", f.beta_Bps / 1e9, " GB/s, ", f.samples,

@@ -56,6 +56,11 @@ ShmSegment& ShmSegment::operator=(ShmSegment&& other) noexcept {
   return *this;
 }
 
+// MAP_POPULATE: the page tables are filled here, at group creation, not by minor faults on the first
+// calls (a fresh 2-rank group took 15-25 us per 64 KiB all-gather for its first few dozen calls, against
+// 4.7 us after, because each touch of a new slot page faulted in both processes).
+constexpr int kMapFlags = MAP_SHARED | MAP_POPULATE;
+
 Result<ShmSegment> ShmSegment::Create(const std::string& name, std::size_t bytes, std::string_view shrink) {
   // Fail before touching memory when it cannot fit (posix_fallocate would fill /dev/shm first).
   if (auto free = ShmFreeBytes(); free.ok() && *free < bytes) return Status::Unavailable(ShmFullHint(bytes, shrink));
@@ -76,7 +81,7 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, std::size_t bytes
     if (err == ENOSPC || err == EFBIG) return Status::Unavailable(ShmFullHint(bytes, shrink));
     return Status::FromErrno(err, StrCat("posix_fallocate(", name, ")"));
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, kMapFlags, fd, 0);
   int err = errno;
   ::close(fd);
   if (p == MAP_FAILED) return Status::FromErrno(err, StrCat("mmap(", name, ")"));
@@ -97,7 +102,7 @@ Result<ShmSegment> ShmSegment::Open(const std::string& name, std::size_t bytes, 
                                    " (ranks run different commkit versions", why_size.empty() ? "" : " or ", why_size,
                                    why_size.empty() ? "" : " values", "?)"));
   }
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, kMapFlags, fd, 0);
   int err = errno;
   ::close(fd);
   if (p == MAP_FAILED) return Status::FromErrno(err, StrCat("mmap(", name, ")"));

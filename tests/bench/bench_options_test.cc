@@ -186,7 +186,7 @@ namespace commkit::bench {
 namespace {
 
 // --plan prints the selection table and --calibrate measures every algorithm (docs/tuning.md): flags
-// that default off, calibrate all-reduce only, and not together.
+// that default off, calibrate all-reduce and all-gather only, and not together.
 TEST(BenchOptions, PlanAndCalibrate) {
   auto d = ParseBenchArgs({"commkit-bench"});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -198,9 +198,12 @@ TEST(BenchOptions, PlanAndCalibrate) {
   auto c = ParseBenchArgs({"commkit-bench", "allreduce", "--calibrate"});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->calibrate);
+  auto gather = ParseBenchArgs({"commkit-bench", "allgather", "--calibrate"});
+  ASSERT_TRUE(gather.ok()) << gather.status().ToString();
   auto other = ParseBenchArgs({"commkit-bench", "broadcast", "--calibrate"});
   ASSERT_FALSE(other.ok());
-  EXPECT_NE(other.status().message().find("all-reduce only"), std::string::npos) << other.status().message();
+  EXPECT_NE(other.status().message().find("allreduce and allgather"), std::string::npos) << other.status().message();
+  EXPECT_NE(other.status().message().find("not broadcast"), std::string::npos) << other.status().message();
   auto both = ParseBenchArgs({"commkit-bench", "allreduce", "--plan", "--calibrate"});
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("exclude each other"), std::string::npos) << both.status().message();

@@ -285,6 +285,41 @@ TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
   EXPECT_EQ(env.Select(kAll, kHostMem, 2048).source, Source::kCalibration);
 }
 
+// An all-gather calibration moves the host's staged / single-copy boundary to where this machine
+// crosses over (the built-in 4 MiB came from one machine; another measured single-copy 2.5-4x faster
+// from 32 KiB).
+TEST(TuneTable, AllgatherCalibrationMovesTheSingleCopyBoundary) {
+  tune::TableOptions o = Isolated();
+  tune::Calibration c;
+  c.created = "test";
+  auto fit = [&](CollectiveAlgorithm a, double alpha, double beta) {
+    tune::Fit f;
+    f.backend = "host";
+    f.collective = CollectiveKind::kAllgather;
+    f.algorithm = a;
+    f.ranks = 2;
+    f.alpha_s = alpha;
+    f.beta_Bps = beta;
+    f.samples = 5;
+    c.fits.push_back(f);
+  };
+  fit(CollectiveAlgorithm::kFlat, 1e-6, 4e9);         // staged: cheap per call, 4 GB/s
+  fit(CollectiveAlgorithm::kSingleCopy, 3e-6, 16e9);  // single copy: 2 us more, 16 GB/s: crosses at ~10.7 KB
+  o.calibration = c;
+  const CollectiveKind ag = CollectiveKind::kAllgather;
+  auto table = MustTable("host", {2, 2, 1, 2}, o);
+  EXPECT_EQ(table.Select(ag, kHostMem, 4096).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(table.Select(ag, kHostMem, 4096).source, Source::kCalibration);
+  EXPECT_EQ(table.Select(ag, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kSingleCopy);
+  EXPECT_EQ(table.Select(ag, kHostMem, 64 << 10).source, Source::kCalibration);
+  // Without the calibration the built-in boundary stays.
+  auto plain = MustTable("host", {2, 2, 1, 2}, Isolated());
+  EXPECT_EQ(plain.Select(ag, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(plain.Select(ag, kHostMem, 8 << 20).algorithm, CollectiveAlgorithm::kSingleCopy);
+  // The all-reduce rules are not touched by an all-gather calibration.
+  EXPECT_EQ(table.Select(kAll, kHostMem, 64 << 10).source, Source::kDefault);
+}
+
 TEST(TuneTable, PrecedenceEnvOverTopologyOverDefaults) {
   // Across hosts the host backend plans with the given network link (the probed one in a backend).
   tune::TableOptions o = Isolated();

@@ -276,11 +276,17 @@ int Main(int argc, char** argv) {
       CollectiveAlgorithm algorithm;
       std::vector<ResultRow> rows;
     };
+    const CollectiveKind kind = Describe(o.collective).kind;
     std::vector<Forced> forced;
     for (const std::string& backend : o.backends) {
       const std::string name = backend == "auto" ? AutoBackendName() : backend;
-      for (CollectiveAlgorithm algorithm : tune::Algorithms(name, CollectiveKind::kAllreduce, {nranks, nranks, 1}))
-        forced.push_back({name, algorithm, {}});
+      const std::vector<CollectiveAlgorithm> algorithms = tune::Algorithms(name, kind, {nranks, nranks, 1});
+      for (CollectiveAlgorithm algorithm : algorithms) forced.push_back({name, algorithm, {}});
+    }
+    if (forced.empty()) {
+      std::cerr << "commkit-bench --calibrate: no backend of " << Join(o.backends, ",") << " has an algorithm to choose for "
+                << ToString(kind) << " at " << nranks << " ranks on one node (docs/tuning.md)\n";
+      return 2;
     }
     int run_index = 0;
     for (int round = 0; round < o.calibrate_repeats; ++round) {
@@ -290,7 +296,7 @@ int Main(int argc, char** argv) {
         opts.raw.clear();
         opts.predict = "off";
         opts.calibrate = false;
-        tune::SetProcessSpec(StrCat(f.backend, ".allreduce:*:", ToString(f.algorithm)));
+        tune::SetProcessSpec(StrCat(f.backend, ".", ToString(kind), ":*:", ToString(f.algorithm)));
         std::vector<ResultRow> rows;
         const bool ok = run(opts, StrCat("calibrate/", run_index++, "/"), rows);
         tune::SetProcessSpec(std::nullopt);
@@ -300,7 +306,8 @@ int Main(int argc, char** argv) {
     }
     tune::Calibration calibration;
     std::string summary;
-    for (const Forced& f : forced) summary += AddCalibrationFits(f.backend, f.algorithm, nranks, f.rows, calibration);
+    for (const Forced& f : forced)
+      summary += AddCalibrationFits(f.backend, kind, f.algorithm, nranks, f.rows, calibration);
     if (!print) return 0;
     auto saved = SaveCalibrationMerged(calibration);
     if (!saved.ok()) {

@@ -55,11 +55,11 @@ std::string AutoBackendName();
 // (text, or one JSON array with --format json). InvalidArgument for a malformed COMMKIT_TUNE.
 Result<std::string> PlanOutput(const BenchOptions& options, int nranks);
 
-// --calibrate: adds piecewise fits of `rows` (one forced algorithm's sweeps; a size measured more than
-// once counts with its median time) to `into`; returns a
-// summary line per fit ("# host flat 2 ranks 0 B..64 KiB: alpha 3.1 us, beta 2.3 GB/s, worst fit 1.12x").
-std::string AddCalibrationFits(const std::string& backend, CollectiveAlgorithm algorithm, int nranks,
-                               const std::vector<ResultRow>& rows, tune::Calibration& into);
+// --calibrate: adds piecewise fits of `rows` (one forced algorithm's sweeps of `collective`; a size
+// measured more than once counts with its median time) to `into`; returns a summary line per fit
+// ("# host allreduce flat 2 ranks 0 B..64 KiB: alpha 3.1 us, beta 2.3 GB/s, worst fit 1.12x").
+std::string AddCalibrationFits(const std::string& backend, CollectiveKind collective, CollectiveAlgorithm algorithm,
+                               int nranks, const std::vector<ResultRow>& rows, tune::Calibration& into);
 // Writes `fits` into the cache (keeping the cache's fits for other backends/algorithms/rank counts
 // when it is valid); returns the path.
 Result<std::string> SaveCalibrationMerged(const tune::Calibration& fits);
