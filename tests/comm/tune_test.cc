@@ -1,26 +1,18 @@
 // The selection table (commkit/comm/tuning.h): the COMMKIT_TUNE grammar, precedence of its sources,
-// the deprecated variables, the calibration cache, the plan, and that a forced choice is what runs.
+// the deprecated variables, the calibration cache and the plan. That a forced choice is what the
+// backends run: tune_backends_test.cc.
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "commkit/comm/tuning.h"
 #include "commkit/common/config.h"
 #include "commkit/common/strings.h"
-#include "pg_harness.h"
 #include "test_support.h"
 
 namespace commkit::testing {
 namespace {
 
 using tune::Source;
-
-#define TUNE_WAIT_OK(expr)                                                \
-  do {                                                                    \
-    auto tune_work_ = (expr);                                             \
-    ASSERT_TRUE(tune_work_.ok()) << tune_work_.status().ToString();       \
-    Status tune_ws_ = (*tune_work_)->Synchronize(std::chrono::minutes(2)); \
-    ASSERT_TRUE(tune_ws_.ok()) << tune_ws_.ToString();                    \
-  } while (false)
 
 constexpr auto kAll = CollectiveKind::kAllreduce;
 constexpr auto kHostMem = MemoryKind::kHost;
@@ -245,22 +237,26 @@ TEST(TuneTable, NamesNoBackendTunesAreRefusedOrIgnored) {
   EXPECT_EQ(generic.Select(kAll, kHostMem, 8).source, Source::kDefault);
 }
 
+// One calibrated line, t(n) = alpha + n / beta, over every size.
+tune::Fit CalibratedLine(std::string_view backend, CollectiveKind collective, CollectiveAlgorithm algorithm, int ranks,
+                         double alpha_s, double beta_Bps) {
+  tune::Fit f;
+  f.backend = std::string(backend);
+  f.collective = collective;
+  f.algorithm = algorithm;
+  f.ranks = ranks;
+  f.alpha_s = alpha_s;
+  f.beta_Bps = beta_Bps;
+  f.samples = 5;
+  return f;
+}
+
 tune::Calibration SyntheticCalibration(std::string_view backend, int ranks) {
   // recursive doubling cheap per call, ring cheap per byte: the crossover is at 64 KiB.
   tune::Calibration c;
   c.created = "test";
-  auto fit = [&](CollectiveAlgorithm a, double alpha, double beta) {
-    tune::Fit f;
-    f.backend = std::string(backend);
-    f.algorithm = a;
-    f.ranks = ranks;
-    f.alpha_s = alpha;
-    f.beta_Bps = beta;
-    f.samples = 5;
-    c.fits.push_back(f);
-  };
-  fit(CollectiveAlgorithm::kRecursiveDoubling, 10e-6, 1e9);
-  fit(CollectiveAlgorithm::kRing, 10e-6 + 65536 / 1e9, 1e12);
+  c.fits.push_back(CalibratedLine(backend, kAll, CollectiveAlgorithm::kRecursiveDoubling, ranks, 10e-6, 1e9));
+  c.fits.push_back(CalibratedLine(backend, kAll, CollectiveAlgorithm::kRing, ranks, 10e-6 + 65536 / 1e9, 1e12));
   return c;
 }
 
@@ -289,24 +285,14 @@ TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
 // crosses over (the built-in 4 MiB came from one machine; another measured single-copy 2.5-4x faster
 // from 32 KiB).
 TEST(TuneTable, AllgatherCalibrationMovesTheSingleCopyBoundary) {
-  tune::TableOptions o = Isolated();
+  const CollectiveKind ag = CollectiveKind::kAllgather;
   tune::Calibration c;
   c.created = "test";
-  auto fit = [&](CollectiveAlgorithm a, double alpha, double beta) {
-    tune::Fit f;
-    f.backend = "host";
-    f.collective = CollectiveKind::kAllgather;
-    f.algorithm = a;
-    f.ranks = 2;
-    f.alpha_s = alpha;
-    f.beta_Bps = beta;
-    f.samples = 5;
-    c.fits.push_back(f);
-  };
-  fit(CollectiveAlgorithm::kFlat, 1e-6, 4e9);         // staged: cheap per call, 4 GB/s
-  fit(CollectiveAlgorithm::kSingleCopy, 3e-6, 16e9);  // single copy: 2 us more, 16 GB/s: crosses at ~10.7 KB
+  // staged: cheap per call, 4 GB/s; single copy: 2 us more, 16 GB/s; they cross at ~10.7 KB.
+  c.fits.push_back(CalibratedLine("host", ag, CollectiveAlgorithm::kFlat, 2, 1e-6, 4e9));
+  c.fits.push_back(CalibratedLine("host", ag, CollectiveAlgorithm::kSingleCopy, 2, 3e-6, 16e9));
+  tune::TableOptions o = Isolated();
   o.calibration = c;
-  const CollectiveKind ag = CollectiveKind::kAllgather;
   auto table = MustTable("host", {2, 2, 1, 2}, o);
   EXPECT_EQ(table.Select(ag, kHostMem, 4096).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(table.Select(ag, kHostMem, 4096).source, Source::kCalibration);
@@ -558,60 +544,6 @@ TEST(TunePlan, RowsTextAndJson) {
   EXPECT_EQ(j[2]["source"], "env");
   EXPECT_EQ(j[1]["segment_bytes"], 256 << 10);
   EXPECT_NE(tune::Describe(t, kAll, kHostMem).find("library"), std::string::npos);
-}
-
-// ---- a forced choice is what the backend runs ----
-
-TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
-  ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
-  auto run = [](const std::string& spec, std::size_t count, CollectiveAlgorithm expect) {
-    ScopedEnv tune_env("COMMKIT_TUNE", spec);
-    const std::uint64_t before = tune::RunCount("host", expect);
-    RunRanks("host", 2, [&](ProcessGroup& pg) {
-      Buffer b(DataType::kFloat32, count);
-      for (std::size_t i = 0; i < count; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
-      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), count, DataType::kFloat32, ReduceOp::Sum()));
-      for (std::size_t i = 0; i < count; i += 7) ASSERT_EQ(b.at(i), Reference(DataType::kFloat32, ReduceOp::Sum(), 2, i));
-    });
-    // Both ranks ran the forced algorithm (the group's own fingerprint all-reduce may add more).
-    EXPECT_GE(tune::RunCount("host", expect) - before, 2u) << spec;
-  };
-  run("host.allreduce:*:sliced", 2, CollectiveAlgorithm::kSliced);    // 8 bytes, default would be flat
-  run("host.allreduce:*:flat", 1 << 18, CollectiveAlgorithm::kFlat);  // 1 MiB, default would be sliced
-  // Without the override the default runs.
-  const std::uint64_t flat_before = tune::RunCount("host", CollectiveAlgorithm::kFlat);
-  run("", 2, CollectiveAlgorithm::kFlat);
-  EXPECT_GT(tune::RunCount("host", CollectiveAlgorithm::kFlat), flat_before);
-}
-
-#if COMMKIT_HAVE_GLOO
-TEST(TuneBackends, GlooRunsWhatCommkitTuneForces) {
-  ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
-  for (auto [spec, algo] : {std::pair{"gloo.allreduce:*:bcube", CollectiveAlgorithm::kBcube},
-                            std::pair{"allreduce:0-1K:ring", CollectiveAlgorithm::kRing}}) {
-    ScopedEnv tune_env("COMMKIT_TUNE", spec);
-    const std::uint64_t before = tune::RunCount("gloo", algo);
-    RunRanks("gloo", 2, [&](ProcessGroup& pg) {
-      Buffer b(DataType::kInt32, 5);
-      for (std::size_t i = 0; i < 5; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
-      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), 5, DataType::kInt32, ReduceOp::Sum()));
-      for (std::size_t i = 0; i < 5; ++i) ASSERT_EQ(b.at(i), Reference(DataType::kInt32, ReduceOp::Sum(), 2, i));
-    });
-    EXPECT_GE(tune::RunCount("gloo", algo) - before, 2u) << spec;  // default at 20 bytes: halving_doubling
-  }
-}
-#endif
-
-TEST(TuneBackends, MalformedCommkitTuneFailsGroupCreationClearly) {
-  ScopedEnv tune_env("COMMKIT_TUNE", "allreduce:0-64K:rign");
-  ProcessGroupOptions options;
-  options.backend = "host";
-  options.timeout = std::chrono::seconds(30);
-  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, options);
-  ASSERT_FALSE(pg.ok());
-  EXPECT_EQ(pg.status().code(), StatusCode::kInvalidArgument) << pg.status().ToString();
-  EXPECT_NE(pg.status().message().find("unknown algorithm 'rign'"), std::string::npos) << pg.status().ToString();
-  EXPECT_NE(pg.status().message().find("host backend"), std::string::npos) << pg.status().ToString();
 }
 
 }  // namespace
