@@ -337,7 +337,9 @@ Status Health::Diagnose(const CollectiveArgs& args, const Status& failure) {
     v.dead = DeadProcess(*v.latest);
     const bool same_clock = !ns.empty() && v.latest->pid_namespace == ns;
     const bool moved = v.first && (v.latest->when != v.first->when || v.latest->seq != v.first->seq);
-    v.settled = v.dead.has_value() || moved || (same_clock && v.latest->when >= failure_ms) ||
+    // Timestamps are milliseconds: an entry from the failure's own millisecond may precede it (a rank
+    // that published its last heartbeat and stopped in that millisecond), so only a later one counts.
+    v.settled = v.dead.has_value() || moved || (same_clock && v.latest->when > failure_ms) ||
                 static_cast<std::uint64_t>(v.latest->failed) >= args.sequence;
   };
   std::shared_ptr<Store> store = shared_->store;
