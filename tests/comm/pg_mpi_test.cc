@@ -308,9 +308,8 @@ TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
              [&](ProcessGroup& pg, void*, void* out) { return pg.Broadcast(out, n, t, root); });
     }
   }
-  // Both sides of each switch of `auto` (docs/mpi-backend.md): all-reduce flat over the slots up to
-  // 16 KiB, all-gather and broadcast up to 16 KiB per rank, reduce-scatter up to a slot's 64 KiB of
-  // input.
+  // Both sides of each switch of `auto` (docs/mpi-backend.md): all-gather and broadcast through the
+  // slots up to 16 KiB per rank, all-reduce and reduce-scatter up to a slot's 64 KiB of input.
   for (std::size_t bytes : {std::size_t{16} << 10, std::size_t{64} << 10}) {
     for (int d : {-1, 0, 1}) {
       const std::size_t n = bytes / 4 + static_cast<std::size_t>(d);
@@ -389,9 +388,9 @@ TEST(PgMpi, ARankDelayedPastTheTimeoutIsNamed) {
 // among the same ranks works while the late data arrives, and MPI_Finalize returns.
 TEST(PgMpi, ALateRanksDataNeverLandsInFreedMemory) {
   if (!Launched() || World().size < 2) GTEST_SKIP() << "needs mpirun -np 2 or more";
-  // 16 KiB: flat over the shared-memory slots; 64 KiB: the point-to-point all-reduce receives the
-  // peer's whole buffer into its scratch.
-  for (std::size_t elems : {std::size_t{4096}, std::size_t{16384}}) {
+  // 16 KiB: flat over the shared-memory slots; 128 KiB: the point-to-point ring receives the peer's
+  // pieces into its scratch.
+  for (std::size_t elems : {std::size_t{4096}, std::size_t{32768}}) {
   SCOPED_TRACE(StrCat(elems * 4, " bytes"));
   RunRanks("mpi", World().size, [elems](ProcessGroup& pg) {
     auto buf = std::make_unique<std::vector<float>>(elems, 1.0f);

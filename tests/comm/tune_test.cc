@@ -180,7 +180,8 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   EXPECT_FALSE(gloo3.Uses(kAll, CollectiveAlgorithm::kHalvingDoubling));
   EXPECT_TRUE(gloo2.Uses(kAll, CollectiveAlgorithm::kHalvingDoubling));
   auto mpi = MustTable("mpi", {2, 2, 1}, Isolated());
-  EXPECT_EQ(mpi.Select(kAll, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(mpi.Select(kAll, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(mpi.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kRing);
   const tune::Choice ring = mpi.Select(kAll, kHostMem, 1 << 20);
   EXPECT_EQ(ring.algorithm, CollectiveAlgorithm::kRing);
   EXPECT_EQ(ring.params.segment_bytes, 256u << 10);
@@ -521,9 +522,9 @@ TEST(TuneCalibration, DefaultPathIsKeyedByHostAndVersion) {
 TEST(TunePlan, RowsTextAndJson) {
   tune::TableOptions o = Isolated("mpi.allreduce:1M-:library");
   auto t = MustTable("mpi", {2, 2, 1}, o);
-  const auto rows = tune::Plan(t, kAll, kHostMem, 32 << 10, 64 << 20);  // above the flat rule
+  const auto rows = tune::Plan(t, kAll, kHostMem, 32 << 10, 64 << 20);  // the flat rule's last sizes on
   ASSERT_EQ(rows.size(), 3u);
-  EXPECT_EQ(rows[0].algorithm, CollectiveAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(rows[0].algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(rows[0].min_bytes, 32u << 10);
   EXPECT_EQ(rows[0].max_bytes, 64u << 10);
   EXPECT_EQ(rows[0].source, Source::kDefault);
@@ -534,7 +535,7 @@ TEST(TunePlan, RowsTextAndJson) {
   EXPECT_EQ(rows[2].source, Source::kEnv);
   EXPECT_EQ(rows[2].max_bytes, 64u << 20);
   const std::string text = tune::PlanText(rows);
-  EXPECT_NE(text.find("recursive_doubling"), std::string::npos) << text;
+  EXPECT_NE(text.find("flat over shared memory up to 64 KiB"), std::string::npos) << text;
   EXPECT_NE(text.find("segment=256 KiB"), std::string::npos) << text;
   EXPECT_NE(text.find("tuning spec item 1 'mpi.allreduce:1M-:library'"), std::string::npos) << text;
   auto j = nlohmann::json::parse(tune::PlanJson(rows));
