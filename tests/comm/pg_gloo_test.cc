@@ -311,6 +311,30 @@ TEST(GlooBusyPoll, ARankThatNeverArrivesTimesOut) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
+// On one node every collective first meets in shared memory and compares fingerprints there, so a
+// mismatch is caught before any data moves even with the process group's own check off (without the
+// meeting, Gloo would run the mismatched calls into an error or a timeout), and the group works on.
+TEST(GlooMeeting, MismatchesAreCaughtBeforeDataMovesWithoutTheGroupsCheck) {
+  ProcessGroupOptions options;
+  options.check_mismatch = false;
+  options.timeout = std::chrono::seconds(10);
+  RunRanks("gloo", 2, [&](ProcessGroup& pg) {
+    const std::size_t n = pg.rank() == 0 ? 64 : 65;
+    const float mine = 1.0f + static_cast<float>(pg.rank());
+    std::vector<float> buf(n, mine);
+    auto work = pg.Allreduce(nullptr, buf.data(), n, DataType::kFloat32, ReduceOp::Sum());
+    ASSERT_TRUE(work.ok());
+    Status s = (*work)->Wait(std::chrono::seconds(30));
+    EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    for (float v : buf) ASSERT_EQ(v, mine);
+    std::vector<float> ok(16, 1.0f);
+    COMMKIT_WAIT_OK(pg.Allreduce(nullptr, ok.data(), ok.size(), DataType::kFloat32, ReduceOp::Sum()));
+    EXPECT_EQ(ok.front(), 2.0f);
+    EXPECT_EQ(ok.back(), 2.0f);
+    COMMKIT_WAIT_OK(pg.Barrier());
+  }, options);
+}
+
 TEST(GlooBusyPoll, InvalidValueIsInvalidArgumentNamingTheVariable) {
   ExpectInvalidSetting("COMMKIT_GLOO_BUSY_POLL", "sometimes", {"auto", "off"});
 }

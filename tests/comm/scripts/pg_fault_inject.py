@@ -151,7 +151,10 @@ def judge(args, launcher, backend, fault, victim, np, rc, out, hung, t0, t1):
     verdict["ended_by_launcher"] = launcher_ended
     # Launchers end the whole job when the first rank exits with an error: a survivor still
     # diagnosing then is ended before it reports (judged by the survivors that did report).
+    # mpirun's own MPI_ABORT notice is sometimes lost ("ORTE_ERROR_LOG: Data unpack would read past
+    # end of buffer in file .../show_help.c", Open MPI 4.1.4): the mpi backend's line before it counts.
     launcher_cut = (launcher == "mpirun" and ("MPI_ABORT was invoked" in out or
+                                              "ending the job with MPI_Abort(" in out or
                                               "detected that one or more processes exited" in out)) or \
                    (launcher == "torchrun" and "closing signal" in out)
     named_ok = True

@@ -64,7 +64,7 @@ class GlooBackend final : public Backend {
   GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
               std::shared_ptr<::gloo::rendezvous::Context> hd_context, std::shared_ptr<::gloo::transport::Device> device,
               int rank, int size, tune::Table table, std::chrono::milliseconds pair_timeout,
-              std::size_t hd_busy_max_bytes)
+              std::size_t hd_busy_max_bytes, std::unique_ptr<ShmTransport> meeting)
       : context_(std::move(context)),
         hd_context_(std::move(hd_context)),
         device_(std::move(device)),
@@ -72,7 +72,8 @@ class GlooBackend final : public Backend {
         size_(size),
         table_(std::move(table)),
         pair_timeout_(pair_timeout),
-        hd_busy_max_bytes_(hd_busy_max_bytes) {
+        hd_busy_max_bytes_(hd_busy_max_bytes),
+        meeting_(std::move(meeting)) {
     if (hd_context_ != nullptr)
       hd_cache_ = std::make_unique<HalvingDoublingCache>(hd_context_, kHdCacheEntries, kHdCacheBytes);
   }
@@ -101,6 +102,8 @@ class GlooBackend final : public Backend {
   std::string_view Name() const override { return "gloo"; }
   // Gloo's unbound-buffer send/recv are safe next to collectives on other threads (slots differ).
   bool ConcurrentPointToPoint() const override { return true; }
+  // On one node every collective meets first (Meet), comparing fingerprints.
+  bool ChecksMismatch() const override { return meeting_ != nullptr; }
 
   bool Supports(CollectiveKind kind, DataType dtype, MemoryKind memory, ReduceKind op) const override {
     return memory == MemoryKind::kHost && IsDefinedReduction(kind, dtype, op);
@@ -117,7 +120,13 @@ class GlooBackend final : public Backend {
       } else {
         context_->setTimeout(a.timeout);
         settle_on_close_ = false;
-        s = Dispatch(a);
+        if (meeting_ != nullptr) {
+          s = Meet(a);
+          // Every rank saw the same difference before any data moved: the group stays usable.
+          if (s.code() == StatusCode::kMismatch) return CompletedWork(std::move(s), a.sequence);
+        }
+        // A barrier is the meeting itself.
+        if (s.ok() && !(meeting_ != nullptr && a.kind == CollectiveKind::kBarrier)) s = Dispatch(a);
         ReleaseLargeScratch();
       }
     } catch (const std::exception& e) {
@@ -134,11 +143,30 @@ class GlooBackend final : public Backend {
 
   void Abort(std::string_view reason) override {
     broken_.store(true, std::memory_order_relaxed);
+    if (meeting_ != nullptr) meeting_->Abort(reason);  // a rank waiting in a meeting returns at once
     COMMKIT_LOG_WARN("gloo backend: abort requested (", reason, "); pending operations end at their timeout");
   }
 
  private:
   std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
+
+  // One round of the shared-memory transport: post this call's fingerprint, wait for every rank's and
+  // compare them. A mismatch then fails on every rank before any data moved, without the process
+  // group's separate 16-byte all-reduce, which cost a second Gloo call per collective (80-300 us at 2
+  // ranks here, as much as a small all-reduce itself; docs/gloo-algorithms.md). A rank whose wait
+  // fails tells the others through the transport, so they fail at once instead of at their timeout.
+  Status Meet(const CollectiveArgs& a) {
+    const ShmTransport::Deadline deadline = ShmTransport::Clock::now() + a.timeout;
+    auto where = [&](const Status& s) {
+      return s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " (the meeting in shared memory)"));
+    };
+    auto slot = meeting_->Begin(deadline);
+    if (!slot.ok()) return where(slot.status());
+    meeting_->Post(a.fingerprint);
+    Status s = meeting_->WaitPosted(deadline);
+    if (s.ok() || s.code() == StatusCode::kMismatch) meeting_->Finish();
+    return s.ok() ? s : where(s);
+  }
 
   // Staging memory reused across calls (collectives run one at a time), as a caller of Gloo keeps its
   // buffers: a repeated large reduce-scatter must not allocate and fault in its scratch every call.
@@ -455,6 +483,7 @@ class GlooBackend final : public Backend {
   std::atomic<bool> broken_{false};  // a call failed or Abort came: peers may never reach a barrier
   std::vector<char> scratch_[2];
   std::vector<std::size_t> rs_counts_;  // reduce-scatter's per-rank counts, reused
+  std::unique_ptr<ShmTransport> meeting_;  // one node: every collective meets here first (Meet)
 };
 
 }  // namespace
@@ -474,9 +503,9 @@ std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Con
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
                                          tune::Table table, std::chrono::milliseconds pair_timeout,
-                                         std::size_t hd_busy_max_bytes) {
+                                         std::size_t hd_busy_max_bytes, std::unique_ptr<ShmTransport> meeting) {
   return std::make_unique<GlooBackend>(std::move(context), std::move(hd_context), std::move(device), rank, size,
-                                       std::move(table), pair_timeout, hd_busy_max_bytes);
+                                       std::move(table), pair_timeout, hd_busy_max_bytes, std::move(meeting));
 }
 
 }  // namespace commkit::comm::gloo

@@ -17,6 +17,7 @@
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/comm/tuning.h"
 #include "commkit/common/collective_algorithm.h"
+#include "shm/shm_transport.h"
 
 namespace commkit::comm::gloo {
 
@@ -38,11 +39,12 @@ Status FromGloo(const std::exception& e, std::string_view what);
 
 // The Backend over connected contexts (`hd_context`: a second mesh for halving-doubling, or null).
 // `hd_busy_max_bytes` > 0: the halving-doubling pairs busy-poll, and larger all-reduces must not use
-// them (gloo_connect.cc: HdBusyPollLimit).
+// them (gloo_connect.cc: HdBusyPollLimit). `meeting`: the group's ranks share a node, and every
+// collective first meets there (fingerprints compared), or null.
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
                                          tune::Table table, std::chrono::milliseconds pair_timeout,
-                                         std::size_t hd_busy_max_bytes);
+                                         std::size_t hd_busy_max_bytes, std::unique_ptr<ShmTransport> meeting);
 
 }  // namespace commkit::comm::gloo
