@@ -53,14 +53,6 @@ inline std::vector<ReduceOp> OpsFor(DataType t) {
   return ops;
 }
 
-#define COMMKIT_WAIT_OK(expr)                                                 \
-  do {                                                                         \
-    auto commkit_work_ = (expr);                                               \
-    ASSERT_TRUE(commkit_work_.ok()) << commkit_work_.status().ToString();      \
-    Status commkit_ws_ = (*commkit_work_)->Synchronize(std::chrono::minutes(5)); \
-    ASSERT_TRUE(commkit_ws_.ok()) << commkit_ws_.ToString();                   \
-  } while (false)
-
 TEST_P(PgConformance, AllreduceEveryTypeOpAndSize) {
   RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
     for (DataType t : kAllTypes) {

@@ -22,14 +22,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-#define SHAPE_WAIT_OK(expr)                                                \
-  do {                                                                     \
-    auto shape_work_ = (expr);                                             \
-    ASSERT_TRUE(shape_work_.ok()) << shape_work_.status().ToString();      \
-    Status shape_status_ = (*shape_work_)->Wait(std::chrono::seconds(60)); \
-    ASSERT_TRUE(shape_status_.ok()) << shape_status_.ToString();           \
-  } while (false)
-
 CollectiveArgs AllreduceArgs(void* buf, std::size_t count) {
   CollectiveArgs a;
   a.kind = CollectiveKind::kAllreduce;
@@ -163,12 +155,14 @@ TEST(ShapeCache, RepeatedCallsStillRejectChangedArguments) {
 
     std::vector<std::int32_t> ints(4, 1);
     for (int i = 0; i < 2; ++i)
-      SHAPE_WAIT_OK(pg.Allreduce(ints.data(), ints.data(), ints.size(), DataType::kInt32, ReduceOp::PreMulSum(2.0)));
+      COMMKIT_WAIT_OK_WITHIN(
+          pg.Allreduce(ints.data(), ints.data(), ints.size(), DataType::kInt32, ReduceOp::PreMulSum(2.0)), 60s);
     auto fractional = pg.Allreduce(ints.data(), ints.data(), ints.size(), DataType::kInt32, ReduceOp::PreMulSum(2.5));
     ASSERT_FALSE(fractional.ok());
     EXPECT_EQ(fractional.status().code(), StatusCode::kInvalidArgument) << fractional.status().ToString();
 
-    for (int i = 0; i < 2; ++i) SHAPE_WAIT_OK(pg.Broadcast(buf.data(), buf.size(), DataType::kFloat32, 1));
+    for (int i = 0; i < 2; ++i)
+      COMMKIT_WAIT_OK_WITHIN(pg.Broadcast(buf.data(), buf.size(), DataType::kFloat32, 1), 60s);
     for (int root : {2, -1}) {
       auto bad_root = pg.Broadcast(buf.data(), buf.size(), DataType::kFloat32, root);
       ASSERT_FALSE(bad_root.ok()) << "root " << root;
@@ -191,7 +185,8 @@ void ExpectMismatchAfterAgreement(const std::string& backend) {
   RunRanks(backend, 2, [](ProcessGroup& pg) {
     std::vector<float> buf(8, 1.0f);
     for (int i = 0; i < 3; ++i)
-      SHAPE_WAIT_OK(pg.Allreduce(buf.data(), buf.data(), 4, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s}));
+      COMMKIT_WAIT_OK_WITHIN(
+          pg.Allreduce(buf.data(), buf.data(), 4, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s}), 60s);
     const std::size_t count = pg.rank() == 1 ? 5 : 4;
     auto w = pg.Allreduce(buf.data(), buf.data(), count, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s});
     ASSERT_TRUE(w.ok()) << w.status().ToString();
@@ -202,7 +197,8 @@ void ExpectMismatchAfterAgreement(const std::string& backend) {
   RunRanks(backend, 2, [](ProcessGroup& pg) {
     std::vector<float> buf(8, 1.0f);
     for (int i = 0; i < 3; ++i)
-      SHAPE_WAIT_OK(pg.Allreduce(buf.data(), buf.data(), 4, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s}));
+      COMMKIT_WAIT_OK_WITHIN(
+          pg.Allreduce(buf.data(), buf.data(), 4, DataType::kFloat32, ReduceOp::Sum(), {.timeout = 20s}), 60s);
     const ReduceOp op = pg.rank() == 0 ? ReduceOp::Sum() : ReduceOp::Max();
     auto w = pg.Allreduce(buf.data(), buf.data(), 4, DataType::kFloat32, op, {.timeout = 20s});
     ASSERT_TRUE(w.ok()) << w.status().ToString();

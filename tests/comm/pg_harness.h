@@ -23,6 +23,18 @@
 #include "commkit/comm/tcp_store.h"
 #include "commkit/comm/process_group.h"
 #include "commkit/comm/reduce_kernels.h"
+#include "test_support.h"
+
+// Asserts that `expr` (a Result<std::unique_ptr<Work>>) was accepted and its Work completed OK within
+// `timeout` (Synchronize: host work is done, device work has finished on its stream).
+#define COMMKIT_WAIT_OK_WITHIN(expr, timeout)                              \
+  do {                                                                     \
+    auto commkit_work_ = (expr);                                           \
+    ASSERT_TRUE(commkit_work_.ok()) << commkit_work_.status().ToString();  \
+    Status commkit_ws_ = (*commkit_work_)->Synchronize(timeout);           \
+    ASSERT_TRUE(commkit_ws_.ok()) << commkit_ws_.ToString();               \
+  } while (false)
+#define COMMKIT_WAIT_OK(expr) COMMKIT_WAIT_OK_WITHIN(expr, std::chrono::minutes(5))
 
 namespace commkit::testing {
 
@@ -155,6 +167,22 @@ inline std::vector<int> ForkRanks(const std::string& backend, int size, const st
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return codes;
+}
+
+// A one-rank `backend` group with `variable`=`value` fails to create with InvalidArgument whose message
+// names the variable, the value and each of `words`.
+inline void ExpectInvalidSetting(const std::string& backend, const char* variable, const char* value,
+                                 std::initializer_list<const char*> words) {
+  ScopedEnv env(variable, value);
+  ProcessGroupOptions options;
+  options.backend = backend;
+  options.timeout = std::chrono::seconds(30);
+  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, options);
+  ASSERT_FALSE(pg.ok());
+  EXPECT_EQ(pg.status().code(), StatusCode::kInvalidArgument) << pg.status().ToString();
+  for (const char* word : std::initializer_list<const char*>{variable, value})
+    EXPECT_NE(pg.status().message().find(word), std::string::npos) << pg.status().ToString();
+  for (const char* word : words) EXPECT_NE(pg.status().message().find(word), std::string::npos) << pg.status().ToString();
 }
 
 // Runs body(pg) on `size` ranks. `backend_spec` is a backend name ("gloo": ranks are threads over one

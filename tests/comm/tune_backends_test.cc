@@ -8,14 +8,6 @@
 namespace commkit::testing {
 namespace {
 
-#define TUNE_WAIT_OK(expr)                                                \
-  do {                                                                    \
-    auto tune_work_ = (expr);                                             \
-    ASSERT_TRUE(tune_work_.ok()) << tune_work_.status().ToString();       \
-    Status tune_ws_ = (*tune_work_)->Synchronize(std::chrono::minutes(2)); \
-    ASSERT_TRUE(tune_ws_.ok()) << tune_ws_.ToString();                    \
-  } while (false)
-
 TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
   ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
   auto run = [](const std::string& spec, std::size_t count, CollectiveAlgorithm expect) {
@@ -24,7 +16,8 @@ TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
     RunRanks("host", 2, [&](ProcessGroup& pg) {
       Buffer b(DataType::kFloat32, count);
       for (std::size_t i = 0; i < count; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
-      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), count, DataType::kFloat32, ReduceOp::Sum()));
+      COMMKIT_WAIT_OK_WITHIN(pg.Allreduce(nullptr, b.data(), count, DataType::kFloat32, ReduceOp::Sum()),
+                             std::chrono::minutes(2));
       for (std::size_t i = 0; i < count; i += 7) ASSERT_EQ(b.at(i), Reference(DataType::kFloat32, ReduceOp::Sum(), 2, i));
     });
     // Both ranks ran the forced algorithm (the group's own fingerprint all-reduce may add more).
@@ -48,7 +41,8 @@ TEST(TuneBackends, GlooRunsWhatCommkitTuneForces) {
     RunRanks("gloo", 2, [&](ProcessGroup& pg) {
       Buffer b(DataType::kInt32, 5);
       for (std::size_t i = 0; i < 5; ++i) b.set(i, Value(pg.rank(), i, ReduceKind::kSum));
-      TUNE_WAIT_OK(pg.Allreduce(nullptr, b.data(), 5, DataType::kInt32, ReduceOp::Sum()));
+      COMMKIT_WAIT_OK_WITHIN(pg.Allreduce(nullptr, b.data(), 5, DataType::kInt32, ReduceOp::Sum()),
+                             std::chrono::minutes(2));
       for (std::size_t i = 0; i < 5; ++i) ASSERT_EQ(b.at(i), Reference(DataType::kInt32, ReduceOp::Sum(), 2, i));
     });
     EXPECT_GE(tune::RunCount("gloo", algo) - before, 2u) << spec;  // default at 20 bytes: halving_doubling
@@ -57,15 +51,7 @@ TEST(TuneBackends, GlooRunsWhatCommkitTuneForces) {
 #endif
 
 TEST(TuneBackends, MalformedCommkitTuneFailsGroupCreationClearly) {
-  ScopedEnv tune_env("COMMKIT_TUNE", "allreduce:0-64K:rign");
-  ProcessGroupOptions options;
-  options.backend = "host";
-  options.timeout = std::chrono::seconds(30);
-  auto pg = ProcessGroup::Create(std::make_shared<HashStore>(), 0, 1, options);
-  ASSERT_FALSE(pg.ok());
-  EXPECT_EQ(pg.status().code(), StatusCode::kInvalidArgument) << pg.status().ToString();
-  EXPECT_NE(pg.status().message().find("unknown algorithm 'rign'"), std::string::npos) << pg.status().ToString();
-  EXPECT_NE(pg.status().message().find("host backend"), std::string::npos) << pg.status().ToString();
+  ExpectInvalidSetting("host", "COMMKIT_TUNE", "allreduce:0-64K:rign", {"unknown algorithm 'rign'", "host backend"});
 }
 
 }  // namespace
