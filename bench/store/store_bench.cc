@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "commkit/comm/tcp_store.h"
+#include "commkit/common/config.h"
 #include "commkit/common/strings.h"
 
 namespace {
@@ -143,6 +144,7 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "Collectives per --fingerprint size (default 5, after one warm-up)")->check(CLI::Range(1, 1000));
   app.add_option("--ops", ops, "Operations per client for the ops/s runs (default 2000)");
   app.add_flag("--json", json_out, "JSON output");
+  app.set_version_flag("--version", std::string(COMMKIT_VERSION_STRING));
   CLI11_PARSE(app, argc, argv);
 
   rlimit lim{};

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "commkit/comm/process_group.h"
+#include "commkit/common/config.h"
 
 namespace {
 
@@ -37,8 +38,11 @@ Args Parse(int argc, char** argv) {
     if (s == "--steps") a.steps = std::atoi(next());
     else if (s == "--bucket-mb") a.bucket_mb = std::atof(next());
     else if (s == "--backend") a.backend = next();
-    else if (s == "--help" || s == "-h") {
-      std::printf("usage: ddp_allreduce [--steps N] [--bucket-mb MB] [--backend gloo|mpi|nccl|auto]\n"
+    else if (s == "--version") {
+      std::printf("%s\n", COMMKIT_VERSION_STRING);
+      std::exit(0);
+    } else if (s == "--help" || s == "-h") {
+      std::printf("usage: ddp_allreduce [--steps N] [--bucket-mb MB] [--backend gloo|mpi|nccl|auto] [--version]\n"
                   "Run under a launcher: commkit-run -n 4 -- ddp_allreduce\n");
       std::exit(0);
     } else {

@@ -1,0 +1,16 @@
+# cmake -DPROGRAMS=a|b|... -DVERSION=x.y.z -P check_version.cmake: each program's `--version` must exit 0
+# and print the version on its first line.
+string(REPLACE "|" ";" programs "${PROGRAMS}")
+set(failures "")
+foreach(program IN LISTS programs)
+  execute_process(COMMAND ${program} --version RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 20)
+  string(REGEX MATCH "^[^\n]*" first "${out}")
+  if(NOT rc EQUAL 0 OR NOT first STREQUAL VERSION)
+    string(APPEND failures "\n  ${program} --version: exit ${rc}, first line '${first}' (want '${VERSION}') ${err}")
+  endif()
+endforeach()
+if(failures)
+  message(FATAL_ERROR "programs without a working --version:${failures}")
+endif()
+list(LENGTH programs n)
+message(STATUS "${n} programs answer --version with ${VERSION}")
