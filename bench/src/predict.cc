@@ -83,8 +83,11 @@ void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows) 
       auto t = tune::Table::ForGroup(row.backend, {row.nranks, row.nranks, 1}, o);
       tables[key] = t.ok() ? std::optional<tune::Table>(std::move(*t)) : std::nullopt;
     }
+    std::string_view modelled = row.backend;
     if (const auto& table = tables[key]) {
       const tune::Choice c = table->Select(CollectiveKind::kAllreduce, MemoryKind::kHost, row.bytes);
+      // gloo's flat moves through the shared-memory meeting, not over TCP.
+      if (row.backend == "gloo" && c.algorithm == CollectiveAlgorithm::kFlat) modelled = "host";
       const auto [s, by] = table->Predict(CollectiveKind::kAllreduce, c.algorithm, row.bytes);
       if (by == "calibration" && s > 0) {
         row.pred_busbw_gbps = static_cast<double>(row.bytes) / s * busfactor / 1e9;
@@ -92,7 +95,7 @@ void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows) 
         continue;
       }
     }
-    if (auto p = PredictAllreduce(model, row.backend, row.nranks, row.bytes)) {
+    if (auto p = PredictAllreduce(model, modelled, row.nranks, row.bytes)) {
       row.pred_busbw_gbps = p->busbw_gbps;
       row.pred_algorithm = p->algorithm;
     }

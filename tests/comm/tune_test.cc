@@ -169,14 +169,22 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   auto roomy = MustTable("host", {4, 4, 1, 4}, Isolated());
   EXPECT_EQ(roomy.Select(kAll, kHostMem, 2 << 10).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(kAll, kHostMem, 8).source, Source::kDefault);
+  // gloo within a node: up to a slot in the shared-memory meeting, then Gloo's algorithms.
   auto gloo2 = MustTable("gloo", {2, 2, 1}, Isolated());
+  EXPECT_EQ(gloo2.Select(kAll, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(gloo2.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kHalvingDoubling);
   EXPECT_EQ(gloo2.Select(kAll, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kHalvingDoubling);
   EXPECT_EQ(gloo2.Select(kAll, kHostMem, (1 << 20) + 1).algorithm, CollectiveAlgorithm::kRing);
   auto gloo4 = MustTable("gloo", {4, 4, 1}, Isolated());
   EXPECT_EQ(gloo4.Select(kAll, kHostMem, 256 << 10).algorithm, CollectiveAlgorithm::kHalvingDoubling);
   EXPECT_EQ(gloo4.Select(kAll, kHostMem, 512 << 10).algorithm, CollectiveAlgorithm::kRing);
   auto gloo3 = MustTable("gloo", {3, 3, 1}, Isolated());
-  EXPECT_EQ(gloo3.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kRing);
+  EXPECT_EQ(gloo3.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(gloo3.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kRing);
+  // Across nodes there is no meeting to carry data: Gloo from the first byte.
+  auto gloo_nodes = MustTable("gloo", {2, 1, 2}, Isolated());
+  EXPECT_EQ(gloo_nodes.Select(kAll, kHostMem, 8).algorithm, CollectiveAlgorithm::kHalvingDoubling);
+  EXPECT_FALSE(gloo_nodes.Uses(kAll, CollectiveAlgorithm::kFlat));
   EXPECT_FALSE(gloo3.Uses(kAll, CollectiveAlgorithm::kHalvingDoubling));
   EXPECT_TRUE(gloo2.Uses(kAll, CollectiveAlgorithm::kHalvingDoubling));
   auto mpi = MustTable("mpi", {2, 2, 1}, Isolated());
@@ -210,7 +218,7 @@ TEST(TuneTable, ItemsForOtherBackendsOrShapes) {
   EXPECT_EQ(gloo.Select(kAll, kHostMem, 64).source, Source::kDefault);
   auto bad = tune::Table::ForGroup("gloo", {2, 2, 1}, Isolated("gloo.allreduce:*:sliced"));
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("no sliced for allreduce (it has: ring, halving_doubling, bcube)"),
+  EXPECT_NE(bad.status().message().find("no sliced for allreduce (it has: ring, halving_doubling, bcube, flat)"),
             std::string::npos)
       << bad.status().message();
   // host ring is an across-hosts algorithm: within one host it is noted and ignored.

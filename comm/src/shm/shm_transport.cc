@@ -126,7 +126,9 @@ Status ShmTransport::PeerGaveUp(int waited_for, const char* what, bool round) {
 template <typename Ready>
 Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* what, bool round) {
   if (ready()) return Status::Ok();
-  if (spin_) {
+  if (!options_.busy_wait) {
+    // Straight to the futex below.
+  } else if (spin_) {
     // Ranks have a core each: a peer that is a few microseconds behind is cheaper to spin for. The
     // first polls read no clock (a read costs 30-80 ns here, a visible part of a small collective).
     for (int i = 0; i < 64; ++i) {

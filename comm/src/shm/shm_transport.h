@@ -43,6 +43,9 @@ struct ShmTransportOptions {
   // How long a wait spins before it sleeps, when every rank has a core (otherwise it yields for up
   // to 1 ms, then sleeps: a spinning rank would keep the awaited one off the core).
   std::chrono::microseconds spin{40};
+  // false: a rank that arrives first sleeps on the futex at once, without spinning or yielding (the
+  // gloo backend: a rank's own library thread may need the core it would spin on); set_busy_wait.
+  bool busy_wait = true;
   std::vector<int> names;              // the rank each local rank is called in messages (empty: the same)
   std::string label = "host backend";  // starts every message ("mpi backend")
   std::string size_setting;            // the setting that decides slot_bytes, named in size errors (may be empty)
@@ -107,6 +110,8 @@ class ShmTransport {
   static constexpr std::size_t kInlineBytes = 48;
   std::uint8_t* InlineData() { return Header(rank_, step_ + 1).inline_data; }
   const std::uint8_t* PeerInline(int q) const { return Header(q, step_ + 1).inline_data; }
+  // Changes ShmTransportOptions::busy_wait for the rounds that follow (the thread running rounds).
+  void set_busy_wait(bool busy) { options_.busy_wait = busy; }
   void SignalReduced();
   Status WaitReduced(Deadline deadline, int only = -1);  // every peer, or only rank `only`
   void Finish();

@@ -1,4 +1,4 @@
 # The shared-memory transport of the ranks of one host (shm_transport.h): the host backend's engine
-# within a host and the mpi backend's meeting before every collective. Internal: comm_mpi includes
+# within a host and the mpi and gloo backends' meeting before every collective (slot_meeting.h). Internal: comm_mpi includes
 # the header privately (comm/backends/mpi/CMakeLists.txt); it is not installed.
-list(APPEND COMMKIT_COMM_SOURCES src/shm/shm_transport.cc)
+list(APPEND COMMKIT_COMM_SOURCES src/shm/shm_transport.cc src/shm/slot_meeting.cc)

@@ -43,6 +43,9 @@ std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, Collective
     return {};
   }
   if (backend == "gloo") {
+    // Within a node also the shared-memory meeting every call holds anyway (flat, up to a slot).
+    if (collective == CollectiveKind::kAllreduce && shape.nodes == 1)
+      return {A::kRing, A::kHalvingDoubling, A::kBcube, A::kFlat};
     if (collective == CollectiveKind::kAllreduce) return {A::kRing, A::kHalvingDoubling, A::kBcube};
     return {};
   }
@@ -96,16 +99,26 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
     // counts always ring (scripts/gloo-algorithm-sweep.py, docs/gloo-algorithms.md: at 2 ranks
     // halving-doubling took 0.12-0.33x ring's time up to 1 MiB, at 4 ranks 0.17-0.73x up to 256 KiB,
     // ring 1.3-3.3x faster at 16-64 MiB; 3 ranks inconsistent). Beyond 4 ranks: the 4-rank limit.
+    // Within a node the inputs up to a slot (64 KiB) travel in the meeting every call holds: one
+    // copy in and a reduction out of shared memory, against a Gloo call of 100 us and more
+    // (docs/gloo-algorithms.md, "Small collectives in the meeting").
+    constexpr std::size_t kFlatMax = std::size_t{64} << 10;
+    std::size_t from = 0;
+    if (shape.nodes == 1 && shape.ranks >= 2) {
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kFlatMax + 1, A::kFlat,
+                         "built-in: flat in the shared-memory meeting up to 64 KiB within a node (docs/gloo-algorithms.md)"));
+      from = kFlatMax + 1;
+    }
     std::size_t limit = 0;
     if (shape.ranks >= 2 && PowerOfTwo(shape.ranks)) limit = shape.ranks == 2 ? std::size_t{1} << 20 : std::size_t{256} << 10;
     if (limit > 0) {
-      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, limit + 1, A::kHalvingDoubling,
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, from, limit + 1, A::kHalvingDoubling,
                          StrCat("built-in: halving_doubling up to ", HumanBytes(static_cast<double>(limit)), " at ",
                                 shape.ranks, " ranks (docs/gloo-algorithms.md)")));
       out.push_back(Make(backend, CollectiveKind::kAllreduce, limit + 1, kNoLimit, A::kRing,
                          StrCat("built-in: ring above ", HumanBytes(static_cast<double>(limit)))));
     } else {
-      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kNoLimit, A::kRing,
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, from, kNoLimit, A::kRing,
                          shape.ranks < 2 ? "built-in: ring" : "built-in: ring at a rank count that is not a power of two"));
     }
     return out;
@@ -190,8 +203,10 @@ double ModelSeconds(std::string_view backend, const GroupShape& shape, Collectiv
   topology::ClusterShape cs;
   cs.nodes = shape.nodes;
   cs.ranks_per_node = shape.ranks_per_node;
-  // Uncalibrated: the cost model's documented defaults for this machine's links.
-  cs.intra = topology::DefaultLinkCost(backend == "gloo" ? topology::LinkClass::kLoopback : topology::LinkClass::kSHM);
+  // Uncalibrated: the cost model's documented defaults for this machine's links (gloo's flat moves
+  // through the shared-memory meeting, its other algorithms over TCP).
+  const bool tcp = backend == "gloo" && algorithm != CollectiveAlgorithm::kFlat;
+  cs.intra = topology::DefaultLinkCost(tcp ? topology::LinkClass::kLoopback : topology::LinkClass::kSHM);
   if (shape.nodes > 1) {
     cs.inter = topology::DefaultLinkCost(topology::LinkClass::kNetwork);
     if (network_Bps > 0) {

@@ -64,7 +64,7 @@ class GlooBackend final : public Backend {
   GlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
               std::shared_ptr<::gloo::rendezvous::Context> hd_context, std::shared_ptr<::gloo::transport::Device> device,
               int rank, int size, tune::Table table, std::chrono::milliseconds pair_timeout,
-              std::size_t hd_busy_max_bytes, std::unique_ptr<ShmTransport> meeting)
+              std::size_t hd_busy_max_bytes, std::unique_ptr<SlotMeeting> meeting)
       : context_(std::move(context)),
         hd_context_(std::move(hd_context)),
         device_(std::move(device)),
@@ -120,13 +120,17 @@ class GlooBackend final : public Backend {
       } else {
         context_->setTimeout(a.timeout);
         settle_on_close_ = false;
+        bool done = false;  // the meeting was the whole call
         if (meeting_ != nullptr) {
-          s = Meet(a);
+          s = Meet(a, done);
           // Every rank saw the same difference before any data moved: the group stays usable.
           if (s.code() == StatusCode::kMismatch) return CompletedWork(std::move(s), a.sequence);
+          meeting_->Close();
+          // The next meeting may spin only when no Gloo message of this call can still need this
+          // rank's event-loop thread (see ConnectMeeting).
+          meeting_->set_busy_wait(s.ok() && done);
         }
-        // A barrier is the meeting itself.
-        if (s.ok() && !(meeting_ != nullptr && a.kind == CollectiveKind::kBarrier)) s = Dispatch(a);
+        if (s.ok() && !done) s = Dispatch(a);
         ReleaseLargeScratch();
       }
     } catch (const std::exception& e) {
@@ -150,23 +154,58 @@ class GlooBackend final : public Backend {
  private:
   std::size_t Bytes(const CollectiveArgs& a, std::size_t elems) const { return elems * SizeOf(a.dtype); }
 
-  // One round of the shared-memory transport: post this call's fingerprint, wait for every rank's and
-  // compare them. A mismatch then fails on every rank before any data moved, without the process
+  // One round of the shared-memory slots: post this call's fingerprint, wait for every rank's and
+  // compare them. A mismatch then fails on every rank before any data moves, without the process
   // group's separate 16-byte all-reduce, which cost a second Gloo call per collective (80-300 us at 2
   // ranks here, as much as a small all-reduce itself; docs/gloo-algorithms.md). A rank whose wait
   // fails tells the others through the transport, so they fail at once instead of at their timeout.
-  Status Meet(const CollectiveArgs& a) {
-    const ShmTransport::Deadline deadline = ShmTransport::Clock::now() + a.timeout;
-    auto where = [&](const Status& s) {
+  // Inputs that fit a slot travel along, and the call ends here (`done`): an all-reduce the selection
+  // table gives to kFlat, an all-gather or broadcast up to kSlotGatherMaxBytes per rank, and a barrier.
+  Status Meet(const CollectiveArgs& a, bool& done) {
+    const SlotMeeting::Deadline deadline = ShmTransport::Clock::now() + a.timeout;
+    const std::size_t bytes = Bytes(a, a.count);
+    const void* data = nullptr;
+    std::size_t publish = 0, most = 0;
+    double scale = 1;
+    switch (a.kind) {
+      case CollectiveKind::kBarrier: done = true; break;
+      case CollectiveKind::kAllreduce:
+        done = table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, bytes).algorithm == CollectiveAlgorithm::kFlat &&
+               meeting_->Fits(bytes);
+        data = a.send != nullptr ? a.send : a.recv;
+        publish = done ? bytes : 0;
+        if (a.op.kind == ReduceKind::kPreMulSum) scale = a.op.scalar;
+        break;
+      case CollectiveKind::kAllgather:
+        // In place the input is this rank's block, or (send == recv) the buffer's start.
+        done = bytes <= kSlotGatherMaxBytes && meeting_->Fits(bytes);
+        data = a.send != nullptr ? a.send : static_cast<const char*>(a.recv) + bytes * static_cast<std::size_t>(rank_);
+        publish = done ? bytes : 0;
+        break;
+      case CollectiveKind::kBroadcast:
+        done = bytes <= kSlotGatherMaxBytes && meeting_->Fits(bytes);
+        data = a.recv;
+        publish = done && rank_ == a.root ? bytes : 0;
+        most = done ? bytes : 0;
+        break;
+      default: break;
+    }
+    Status s = meeting_->Meet(a, data, publish, scale, most, deadline);
+    if (!s.ok()) {
+      done = false;
       return s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " (the meeting in shared memory)"));
-    };
-    auto slot = meeting_->Begin(deadline);
-    if (!slot.ok()) return where(slot.status());
-    meeting_->Post(a.fingerprint);
-    Status s = meeting_->WaitPosted(deadline);
-    if (s.ok() || s.code() == StatusCode::kMismatch) meeting_->Finish();
-    return s.ok() ? s : where(s);
+    }
+    if (done && a.kind != CollectiveKind::kBarrier) {
+      if (a.kind == CollectiveKind::kAllreduce) meeting_->Reduce(a, 0, a.count);
+      if (a.kind == CollectiveKind::kAllgather) meeting_->Gather(a, {});
+      if (a.kind == CollectiveKind::kBroadcast) meeting_->Broadcast(a);
+      tune::NoteRun("gloo", CollectiveAlgorithm::kFlat);
+    }
+    return s;
   }
+  // All-gathers and broadcasts through the slots up to this many bytes per rank, as the mpi backend
+  // does: one copy in and one out, against a Gloo call of 100 us and more.
+  static constexpr std::size_t kSlotGatherMaxBytes = std::size_t{16} << 10;
 
   // Staging memory reused across calls (collectives run one at a time), as a caller of Gloo keeps its
   // buffers: a repeated large reduce-scatter must not allocate and fault in its scratch every call.
@@ -193,16 +232,18 @@ class GlooBackend final : public Backend {
   }
   std::uint32_t Tag(const CollectiveArgs& a) const { return static_cast<std::uint32_t>(a.sequence & 0x7FFFFFFF); }
 
-  // The algorithm for one all-reduce: the selection table's choice, except that the old
+  // The algorithm for one all-reduce through Gloo: the selection table's choice, except that the old
   // halving-doubling template falls back to the new-style ring where it cannot honor the call: its
   // count is an int, and its waits use the pairs' timeout fixed at connect (the group's default), so
   // a per-op timeout override goes to the new API, which takes the timeout per call. Busy-polling
   // pairs take no call larger than their socket buffers (connect made sure the table sends none).
   CollectiveAlgorithm AlgorithmFor(const CollectiveArgs& a, std::size_t count) const {
     const std::size_t bytes = Bytes(a, count);
-    CollectiveAlgorithm algo =
-        GlooAllreduceAlgorithm(table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, bytes).algorithm)
-            .value_or(CollectiveAlgorithm::kRing);
+    CollectiveAlgorithm selected = table_.Select(CollectiveKind::kAllreduce, MemoryKind::kHost, bytes).algorithm;
+    // Flat where the call could not meet in the slots (no meeting, or larger than a slot): the
+    // table's choice below 1 MiB otherwise.
+    if (selected == CollectiveAlgorithm::kFlat) selected = CollectiveAlgorithm::kHalvingDoubling;
+    CollectiveAlgorithm algo = GlooAllreduceAlgorithm(selected).value_or(CollectiveAlgorithm::kRing);
     if (algo == CollectiveAlgorithm::kHalvingDoubling &&
         (count > static_cast<std::size_t>(INT_MAX) || a.timeout != pair_timeout_ || hd_cache_ == nullptr ||
          (hd_busy_max_bytes_ > 0 && bytes > hd_busy_max_bytes_)))
@@ -483,7 +524,7 @@ class GlooBackend final : public Backend {
   std::atomic<bool> broken_{false};  // a call failed or Abort came: peers may never reach a barrier
   std::vector<char> scratch_[2];
   std::vector<std::size_t> rs_counts_;  // reduce-scatter's per-rank counts, reused
-  std::unique_ptr<ShmTransport> meeting_;  // one node: every collective meets here first (Meet)
+  std::unique_ptr<SlotMeeting> meeting_;  // one node: every collective meets here first (Meet)
 };
 
 }  // namespace
@@ -503,7 +544,7 @@ std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Con
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
                                          tune::Table table, std::chrono::milliseconds pair_timeout,
-                                         std::size_t hd_busy_max_bytes, std::unique_ptr<ShmTransport> meeting) {
+                                         std::size_t hd_busy_max_bytes, std::unique_ptr<SlotMeeting> meeting) {
   return std::make_unique<GlooBackend>(std::move(context), std::move(hd_context), std::move(device), rank, size,
                                        std::move(table), pair_timeout, hd_busy_max_bytes, std::move(meeting));
 }

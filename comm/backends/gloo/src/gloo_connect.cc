@@ -241,23 +241,24 @@ void PrimeOldStylePairs(::gloo::rendezvous::Context& context, std::size_t bytes)
 // A group on one node meets in shared memory before every collective (gloo_backend.cc: Meet). Where
 // that is unavailable (no room in /dev/shm, ranks in different IPC namespaces) the process group
 // checks for mismatched calls itself, with an all-reduce of its own per collective.
-std::unique_ptr<ShmTransport> ConnectMeeting(const BackendContext& ctx, const std::string& who) {
+std::unique_ptr<SlotMeeting> ConnectMeeting(const BackendContext& ctx, const std::string& who) {
   ShmTransportOptions options;
-  options.slot_bytes = 64;  // nothing but the fingerprint, which travels in the round's header line
+  options.slot_bytes = SlotMeeting::SlotBytesFor(ctx.size);  // small collectives travel here (kFlat)
   options.ring_bytes = 0;   // send/recv go over Gloo
   options.label = "gloo backend";
-  // A rank that arrives first sleeps on the futex at once instead of spinning or yielding: ring
-  // all-reduces (unbound buffers on the event-loop threads) then took 4 ms per call from 16 B to 1 MiB
-  // at 2 ranks, against 150-400 us without spinning (docs/gloo-algorithms.md). A Gloo call costs
-  // 100 us and more here, so the futex wake-up (tens of us) is the smaller price.
-  options.spin = std::chrono::microseconds(0);
+  // After a Gloo call a rank that arrives first sleeps on the futex at once instead of spinning or
+  // yielding: ring all-reduces (unbound buffers on the event-loop threads) then took 4 ms per call from
+  // 16 B to 1 MiB at 2 ranks, against 150-400 us without spinning (docs/gloo-algorithms.md). A Gloo
+  // call costs 100 us and more here, so the futex wake-up (tens of us) is the smaller price. After a
+  // call that stayed in shared memory the backend lets it spin (GlooBackend::Run).
+  options.busy_wait = false;
   auto t = ShmTransport::Connect(ctx.rank, ctx.size, ctx.group_name, StoreExchange(ctx, "gloo/shm/"), options);
   if (!t.ok()) {
     COMMKIT_LOG_WARN(who, ": no shared-memory meeting (", t.status().message(),
                      "); mismatched calls are checked with one more all-reduce per collective");
     return nullptr;
   }
-  return std::move(t).value();
+  return std::make_unique<SlotMeeting>(std::move(t).value());
 }
 
 }  // namespace
@@ -301,7 +302,7 @@ Result<std::unique_ptr<Backend>> CreateGlooBackend(const BackendContext& ctx) {
   if (!spread.ok()) return spread.status().WithContext(StrCat(who, ": telling which ranks share a machine"));
   auto table = tune::Table::ForBackend("gloo", ctx, {ctx.size, spread->ranks_per_node, spread->nodes});
   if (!table.ok()) return table.status().WithContext(who);
-  std::unique_ptr<ShmTransport> meeting;
+  std::unique_ptr<SlotMeeting> meeting;
   if (ctx.size > 1 && spread->nodes == 1) meeting = ConnectMeeting(ctx, who);
   try {
     auto device = ::gloo::transport::tcp::CreateDevice(attr);

@@ -17,12 +17,12 @@
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/comm/tuning.h"
 #include "commkit/common/collective_algorithm.h"
-#include "shm/shm_transport.h"
+#include "shm/slot_meeting.h"
 
 namespace commkit::comm::gloo {
 
 // `algorithm` when it is one of Gloo's all-reduce algorithms that commkit uses, else nullopt (the
-// selection table never gives gloo another: the gloo part of comm/src/tune lists these three). kRing
+// selection table gives gloo these three, and kFlat: the shared-memory meeting, see gloo_backend.cc). kRing
 // and kBcube are the new-style ::gloo::allreduce (out-of-place capable, per-call tag and timeout);
 // kHalvingDoubling is the old in-place template ::gloo::AllreduceHalvingDoubling<T> (Debian's libgloo
 // has no new-style halving-doubling).
@@ -40,11 +40,11 @@ Status FromGloo(const std::exception& e, std::string_view what);
 // The Backend over connected contexts (`hd_context`: a second mesh for halving-doubling, or null).
 // `hd_busy_max_bytes` > 0: the halving-doubling pairs busy-poll, and larger all-reduces must not use
 // them (gloo_connect.cc: HdBusyPollLimit). `meeting`: the group's ranks share a node, and every
-// collective first meets there (fingerprints compared), or null.
+// collective first meets there (fingerprints compared, small inputs along), or null.
 std::unique_ptr<Backend> MakeGlooBackend(std::shared_ptr<::gloo::rendezvous::Context> context,
                                          std::shared_ptr<::gloo::rendezvous::Context> hd_context,
                                          std::shared_ptr<::gloo::transport::Device> device, int rank, int size,
                                          tune::Table table, std::chrono::milliseconds pair_timeout,
-                                         std::size_t hd_busy_max_bytes, std::unique_ptr<ShmTransport> meeting);
+                                         std::size_t hd_busy_max_bytes, std::unique_ptr<SlotMeeting> meeting);
 
 }  // namespace commkit::comm::gloo

@@ -23,7 +23,7 @@
 #include "commkit/common/strings.h"
 #include "mpi_runtime.h"
 #include "mpi_types.h"
-#include "shm/shm_transport.h"
+#include "shm/slot_meeting.h"
 
 namespace commkit::comm::mpi {
 
@@ -96,10 +96,7 @@ class MpiBackend final : public Backend {
     }
     if (s.ok()) s = Dispatch(a);
     // The slots this call met in were read during Dispatch (or not at all): the round ends here.
-    if (collective && shm_round_open_) {
-      shm_->Finish();
-      shm_round_open_ = false;
-    }
+    if (collective && shm_ != nullptr) shm_->Close();
     return CompletedWork(std::move(s), a.sequence, CallDuration(a, start));
   }
 
@@ -370,17 +367,9 @@ class MpiBackend final : public Backend {
   // Binomial-tree broadcast up to this size (any size at two ranks); above it MPI_Ibcast (pipelined in libnbc).
   static constexpr std::size_t kP2pBroadcastMaxBytes = 1 << 20;
 
-  // Shared-memory slots (COMMKIT_MPI_COLLECTIVES=auto, all ranks on one node): data bytes per slot.
-  // 64 KiB, less from about 60 ranks on so that the group's segments (two slots per rank) stay
-  // within 8 MiB of /dev/shm (a container's is often 64 MiB); a call larger than a slot takes the
-  // messages.
-  static std::size_t ShmCapacity(int ranks) {
-    const std::size_t per_rank = (std::size_t{8} << 20) / static_cast<std::size_t>(std::max(ranks, 1));
-    return std::min<std::size_t>(std::size_t{64} << 10, ShmTransport::SlotBytesWithin(per_rank));
-  }
   // The shared-memory transport among this group's ranks, or null (logged) when they are not all
   // on this node or a rank could not map its memory; collective over comm_ (mpi_shm_collectives.cc).
-  std::unique_ptr<ShmTransport> ConnectShm();
+  std::unique_ptr<SlotMeeting> ConnectShm();
   // Every collective's meeting in the slots (mpi_shm_collectives.cc): this rank publishes the call's
   // fingerprint and `bytes` of `data` (scaled by `scale` unless it is 1: PREMUL_SUM), then waits for
   // every rank's, bounded by the call's deadline and Abort(). `most`: when other ranks publish more
@@ -388,28 +377,15 @@ class MpiBackend final : public Backend {
   // the header line). Mismatch, on every rank alike, when the fingerprints differ; then no data has
   // moved and the group stays usable.
   Status Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale = 1, std::size_t most = 0);
-  // Rank q's data in the current round's slots.
-  const char* ShmData(int q) const {
-    return reinterpret_cast<const char*>(shm_inline_ ? shm_->PeerInline(q) : shm_->Peer(q));
-  }
-  // Collectives whose data went through the slots: the result from every rank's slot.
-  Status ShmAllreduce(const CollectiveArgs& a);
-  // `offsets`: the blocks' byte offsets (size_ + 1), or empty for blocks of a.count elements.
-  Status ShmAllgather(const CollectiveArgs& a, std::span<const std::size_t> offsets);
-  // This rank's block: `n` elements at byte `off` of every rank's input.
-  Status ShmReduceScatter(const CollectiveArgs& a, std::size_t off, std::size_t n);
-  Status ShmBroadcast(const CollectiveArgs& a);
   // Whether `bytes` of one rank's data fit a slot.
-  bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && bytes <= shm_->slot_bytes(); }
+  bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && shm_->Fits(bytes); }
   // All-gather(v) and broadcast through the slots up to this many bytes per rank: one copy more
   // than a point-to-point message (in, then out), which costs more than the message from here on
   // (all-gather, 2 ranks, 64 KiB per rank: 14.4 µs against 9.0 raw; 16 KiB: 3.9 against 6.1).
   static constexpr std::size_t kShmGatherMaxBytes = std::size_t{16} << 10;
   bool ShmGathers(std::size_t bytes) const { return bytes <= kShmGatherMaxBytes && ShmFits(bytes); }
 
-  std::unique_ptr<ShmTransport> shm_;
-  bool shm_round_open_ = false;  // the running collective met in the slots; Run() finishes the round
-  bool shm_inline_ = false;      // its data travels inline (ShmData)
+  std::unique_ptr<SlotMeeting> shm_;  // a round a collective opened in Meet ends in Run()
   bool shm_enabled_ = false;     // this group's children try the slots too
 
   MPI_Comm comm_;

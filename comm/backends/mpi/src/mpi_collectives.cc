@@ -154,7 +154,8 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
                                      premul ? a.op.scalar : 1));
         if (flat && a.count > 0) {
           tune::NoteRun("mpi", CollectiveAlgorithm::kFlat);
-          return ShmAllreduce(a);
+          shm_->Reduce(a, 0, a.count);
+          return Status::Ok();
         }
       }
       if (a.count == 0) return Status::Ok();
@@ -198,7 +199,10 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         const bool via = ShmGathers(Bytes(a, a.count));
         COMMKIT_RETURN_IF_ERROR(
             Meet(a, a.recv, via && rank_ == a.root ? Bytes(a, a.count) : 0, 1, via ? Bytes(a, a.count) : 0));
-        if (via) return ShmBroadcast(a);
+        if (via) {
+          shm_->Broadcast(a);
+          return Status::Ok();
+        }
       }
       if (a.count == 0) return Status::Ok();
       // Two ranks: the tree is one message at any size.
@@ -230,7 +234,10 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         // In place the input is this rank's block, or (send == recv) the buffer's start.
         const bool via = ShmGathers(Bytes(a, a.count));
         COMMKIT_RETURN_IF_ERROR(Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.count) : 0));
-        if (via) return ShmAllgather(a, {});
+        if (via) {
+          shm_->Gather(a, {});
+          return Status::Ok();
+        }
       }
       if (a.count == 0) return Status::Ok();
       const void* send = (a.send == nullptr || a.send == a.recv || a.send == mine) ? MPI_IN_PLACE : a.send;
@@ -272,7 +279,10 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
         const bool via = ShmGathers(most);
         COMMKIT_RETURN_IF_ERROR(
             Meet(a, a.send != nullptr ? a.send : mine, via ? Bytes(a, a.counts[rank_]) : 0, 1, via ? most : 0));
-        if (via) return ShmAllgather(a, algorithms::CountOffsets(a.counts, SizeOf(a.dtype)));
+        if (via) {
+          shm_->Gather(a, algorithms::CountOffsets(a.counts, SizeOf(a.dtype)));
+          return Status::Ok();
+        }
       }
       if (UseP2p(a, total)) {
         if (send != MPI_IN_PLACE && a.counts[rank_] > 0) std::memcpy(mine, send, Bytes(a, a.counts[rank_]));
@@ -292,7 +302,8 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       if (meet && a.kind == CollectiveKind::kReduceScatter && a.send != nullptr && ShmFits(Bytes(a, a.count * p))) {
         // Even blocks through the slots: nothing to allocate per call.
         COMMKIT_RETURN_IF_ERROR(Meet(a, a.send, Bytes(a, a.count * p), premul ? a.op.scalar : 1));
-        return ShmReduceScatter(a, Bytes(a, a.count * static_cast<std::size_t>(rank_)), a.count);
+        shm_->Reduce(a, Bytes(a, a.count * static_cast<std::size_t>(rank_)), a.count);
+        return Status::Ok();
       }
       std::vector<std::size_t> sizes =
           a.kind == CollectiveKind::kReduceScatter ? std::vector<std::size_t>(p, a.count) : a.counts;
@@ -305,7 +316,10 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       if (meet) {
         const bool via = ShmFits(Bytes(a, total));
         COMMKIT_RETURN_IF_ERROR(Meet(a, a.send, via ? Bytes(a, total) : 0, premul ? a.op.scalar : 1));
-        if (via) return ShmReduceScatter(a, Bytes(a, static_cast<std::size_t>(displs[rank_])), sizes[rank_]);
+        if (via) {
+          shm_->Reduce(a, Bytes(a, static_cast<std::size_t>(displs[rank_])), sizes[rank_]);
+          return Status::Ok();
+        }
       }
       if (UseP2p(a, total)) {
         // The ring reduces in place: it works on a staged copy of the input (scaled for PREMUL_SUM)

@@ -1,8 +1,5 @@
-// The mpi backend over the shared-memory transport (comm/src/shm/shm_transport.h): its creation (MPI
-// collectives are the exchange), every collective's meeting in the slots, and the collectives whose
-// data goes through them: every rank copies its input into its slot, publishes, and computes its
-// result from every rank's slot in rank order (so every rank computes the same bits).
-#include "commkit/comm/reduce_kernels.h"
+// The mpi backend's meeting in the shared-memory slots (comm/src/shm/slot_meeting.h): its creation
+// (MPI collectives are the exchange) and what a failed meeting means for the group.
 #include "mpi_backend_impl.h"
 
 namespace commkit::comm::mpi {
@@ -35,7 +32,7 @@ ShmExchange MpiExchange(MPI_Comm comm, int size) {
 
 }  // namespace
 
-std::unique_ptr<ShmTransport> MpiBackend::ConnectShm() {
+std::unique_ptr<SlotMeeting> MpiBackend::ConnectShm() {
   if (size_ < 2) return nullptr;
   {
     // Every rank sees the same answer: the node's share of the communicator is all of it or not.
@@ -48,7 +45,7 @@ std::unique_ptr<ShmTransport> MpiBackend::ConnectShm() {
     if (node_size != size_) return nullptr;
   }
   ShmTransportOptions options;
-  options.slot_bytes = ShmCapacity(size_);
+  options.slot_bytes = SlotMeeting::SlotBytesFor(size_);
   options.ring_bytes = 0;  // send/recv go over MPI
   // Waits spin as long as the backend's others (COMMKIT_MPI_SPIN_US), except with more ranks than
   // cores: the transport then yields and sleeps instead, since a spinning rank keeps the awaited one
@@ -63,68 +60,20 @@ std::unique_ptr<ShmTransport> MpiBackend::ConnectShm() {
                      "); small collectives and the mismatch check cost more");
     return nullptr;
   }
-  return std::move(t).value();
+  return std::make_unique<SlotMeeting>(std::move(t).value());
 }
 
 Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale, std::size_t most) {
-  const Clock::time_point deadline = DeadlineFor(a);
+  Status s = shm_->Meet(a, data, bytes, scale, most, DeadlineFor(a));
+  if (s.ok()) return s;
+  if (s.code() == StatusCode::kMismatch)
+    return s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " (seen in the shared-memory slots)"));
   // A failed wait has told the peers (the transport marks this rank as having given up: a late rank
   // then fails instead of completing a call the others abandoned, and ranks still waiting fail at
   // once); the group is unusable from here on.
-  auto failed = [&](const Status& s) {
-    Status st = s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " on group ", group_));
-    MarkUnusable(st);
-    return st;
-  };
-  auto slot = shm_->Begin(deadline);
-  if (!slot.ok()) return failed(slot.status());
-  shm_inline_ = std::max(bytes, most) <= ShmTransport::kInlineBytes;
-  std::uint8_t* mine = shm_inline_ ? shm_->InlineData() : *slot;
-  if (bytes > 0) {
-    std::memcpy(mine, data, bytes);
-    if (scale != 1) ScaleInPlace(a.dtype, mine, bytes / SizeOf(a.dtype), scale);
-  }
-  shm_->Post(a.fingerprint);
-  Status s = shm_->WaitPosted(deadline);
-  if (s.ok()) {
-    shm_round_open_ = true;
-    return s;
-  }
-  if (s.code() == StatusCode::kMismatch) {
-    // Seen by every rank in this round: every rank finishes it, and the group stays usable.
-    shm_->Finish();
-    return s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " (seen in the shared-memory slots)"));
-  }
-  return failed(s);
-}
-
-// The whole input is every rank's block.
-Status MpiBackend::ShmAllreduce(const CollectiveArgs& a) { return ShmReduceScatter(a, 0, a.count); }
-
-Status MpiBackend::ShmAllgather(const CollectiveArgs& a, std::span<const std::size_t> offsets) {
-  char* out = static_cast<char*>(a.recv);
-  const std::size_t block = Bytes(a, a.count);
-  for (int q = 0; q < size_; ++q) {
-    const std::size_t off = offsets.empty() ? block * static_cast<std::size_t>(q) : offsets[q];
-    const std::size_t bytes = offsets.empty() ? block : offsets[q + 1] - offsets[q];
-    if (bytes > 0) std::memcpy(out + off, ShmData(q), bytes);
-  }
-  return Status::Ok();
-}
-
-Status MpiBackend::ShmReduceScatter(const CollectiveArgs& a, std::size_t off, std::size_t n) {
-  if (n == 0) return Status::Ok();
-  const ReduceFunction reduce = GetReduceFunction(a.dtype, BaseKind(a.op.kind));
-  // (slot 0 op slot 1) op slot 2 ...: the same order, so the same bits, on every rank.
-  reduce(a.recv, ShmData(0) + off, ShmData(1) + off, n);
-  for (int q = 2; q < size_; ++q) reduce(a.recv, a.recv, ShmData(q) + off, n);
-  if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, n, size_);
-  return Status::Ok();
-}
-
-Status MpiBackend::ShmBroadcast(const CollectiveArgs& a) {
-  if (rank_ != a.root) std::memcpy(a.recv, ShmData(a.root), Bytes(a, a.count));
-  return Status::Ok();
+  Status st = s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " on group ", group_));
+  MarkUnusable(st);
+  return st;
 }
 
 }  // namespace commkit::comm::mpi

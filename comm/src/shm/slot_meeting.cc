@@ -1,0 +1,69 @@
+// SlotMeeting (slot_meeting.h): a collective's meeting in the shared-memory slots and the results
+// computed from every rank's data there.
+#include "shm/slot_meeting.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "commkit/comm/reduce_kernels.h"
+
+namespace commkit::comm {
+
+std::size_t SlotMeeting::SlotBytesFor(int ranks) {
+  const std::size_t per_rank = (std::size_t{8} << 20) / static_cast<std::size_t>(std::max(ranks, 1));
+  return std::min<std::size_t>(std::size_t{64} << 10, ShmTransport::SlotBytesWithin(per_rank));
+}
+
+Status SlotMeeting::Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale, std::size_t most,
+                         Deadline deadline) {
+  Close();
+  auto slot = t_->Begin(deadline);
+  if (!slot.ok()) return slot.status();
+  inline_ = std::max(bytes, most) <= ShmTransport::kInlineBytes;
+  std::uint8_t* mine = inline_ ? t_->InlineData() : *slot;
+  if (bytes > 0) {
+    std::memcpy(mine, data, bytes);
+    if (scale != 1) ScaleInPlace(a.dtype, mine, bytes / SizeOf(a.dtype), scale);
+  }
+  t_->Post(a.fingerprint);
+  Status s = t_->WaitPosted(deadline);
+  if (s.ok()) {
+    open_ = true;
+  } else if (s.code() == StatusCode::kMismatch) {
+    // Seen by every rank in this round: every rank finishes it, and the group stays usable.
+    t_->Finish();
+  }
+  return s;
+}
+
+void SlotMeeting::Reduce(const CollectiveArgs& a, std::size_t off, std::size_t n) const {
+  if (n == 0) return;
+  const ReduceKind kind = a.op.kind == ReduceKind::kAvg || a.op.kind == ReduceKind::kPreMulSum ? ReduceKind::kSum
+                                                                                               : a.op.kind;
+  const ReduceFunction reduce = GetReduceFunction(a.dtype, kind);
+  const int p = size();
+  if (p == 1) {
+    std::memcpy(a.recv, Data(0) + off, n * SizeOf(a.dtype));
+  } else {
+    // (data 0 op data 1) op data 2 ...: the same order, so the same bits, on every rank.
+    reduce(a.recv, Data(0) + off, Data(1) + off, n);
+    for (int q = 2; q < p; ++q) reduce(a.recv, a.recv, Data(q) + off, n);
+  }
+  if (a.op.kind == ReduceKind::kAvg) DivideInPlace(a.dtype, a.recv, n, p);
+}
+
+void SlotMeeting::Gather(const CollectiveArgs& a, std::span<const std::size_t> offsets) const {
+  char* out = static_cast<char*>(a.recv);
+  const std::size_t block = a.count * SizeOf(a.dtype);
+  for (int q = 0; q < size(); ++q) {
+    const std::size_t off = offsets.empty() ? block * static_cast<std::size_t>(q) : offsets[q];
+    const std::size_t bytes = offsets.empty() ? block : offsets[q + 1] - offsets[q];
+    if (bytes > 0) std::memcpy(out + off, Data(q), bytes);
+  }
+}
+
+void SlotMeeting::Broadcast(const CollectiveArgs& a) const {
+  if (rank() != a.root) std::memcpy(a.recv, Data(a.root), a.count * SizeOf(a.dtype));
+}
+
+}  // namespace commkit::comm

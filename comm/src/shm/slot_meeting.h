@@ -1,0 +1,76 @@
+// A collective's meeting in the shared-memory transport (shm_transport.h), with small inputs along:
+// how the mpi and gloo backends check for mismatched calls within a node, and run the collectives
+// whose data fits a slot without their library. One round per collective: every rank publishes the
+// call's fingerprint and its data, waits for every rank's, and computes its result from every rank's
+// data in rank order, so every rank gets the same bits. Internal to commkit::comm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "commkit/comm/backend.h"
+#include "shm/shm_transport.h"
+
+namespace commkit::comm {
+
+class SlotMeeting {
+ public:
+  using Deadline = ShmTransport::Deadline;
+
+  explicit SlotMeeting(std::unique_ptr<ShmTransport> transport) : t_(std::move(transport)) {}
+
+  // Data bytes per slot for a group of `ranks`: 64 KiB, less from about 60 ranks on, so that the
+  // group's segments (two slots per rank) stay within 8 MiB of /dev/shm (a container's is often
+  // 64 MiB). A call larger than a slot goes through the backend's library.
+  static std::size_t SlotBytesFor(int ranks);
+
+  int rank() const { return t_->rank(); }
+  int size() const { return t_->size(); }
+  // Whether `bytes` of one rank's data fit a slot.
+  bool Fits(std::size_t bytes) const { return bytes <= t_->slot_bytes(); }
+  ShmTransport& transport() { return *t_; }
+
+  // Publishes the call's fingerprint and `bytes` of `data` (scaled by `scale` unless it is 1:
+  // PREMUL_SUM), then waits for every rank's, bounded by `deadline` and Abort(). `most`: when other
+  // ranks publish more than `bytes`, the most any rank does (every rank must decide alike whether the
+  // data travels in the round's header line).
+  // - Ok: the round is open; Data(q) is rank q's data until Close().
+  // - Mismatch (on every rank alike, the fingerprints differ): the round is over and no data moved.
+  // - Anything else: the wait failed and the peers have been told (the transport withdraws the post).
+  Status Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale, std::size_t most,
+              Deadline deadline);
+  // Ends the open round, if any.
+  void Close() {
+    if (open_) t_->Finish();
+    open_ = false;
+  }
+  bool open() const { return open_; }
+
+  // Rank q's data in the open round.
+  const char* Data(int q) const {
+    return reinterpret_cast<const char*>(inline_ ? t_->PeerInline(q) : t_->Peer(q));
+  }
+  // Results from every rank's data in the open round, into a.recv:
+  // `n` elements at byte `off` of every rank's input, reduced (AVG divided, PREMUL_SUM scaled at Meet).
+  void Reduce(const CollectiveArgs& a, std::size_t off, std::size_t n) const;
+  // Every rank's block; `offsets`: the blocks' byte offsets (size + 1), or empty for blocks of a.count elements.
+  void Gather(const CollectiveArgs& a, std::span<const std::size_t> offsets) const;
+  // The root's data (a non-root copies it; the root's buffer already holds it).
+  void Broadcast(const CollectiveArgs& a) const;
+
+  // Whether a rank that arrives first may spin (or yield) before it sleeps; see
+  // ShmTransport::set_busy_wait.
+  void set_busy_wait(bool busy) { t_->set_busy_wait(busy); }
+  // Makes every wait of this rank return Aborted and tells the peers. Any thread.
+  void Abort(std::string_view reason) { t_->Abort(reason); }
+
+ private:
+  std::unique_ptr<ShmTransport> t_;
+  bool inline_ = false;  // the open round's data travels in the header line
+  bool open_ = false;
+};
+
+}  // namespace commkit::comm
