@@ -133,7 +133,10 @@ Result<std::string> PlanOutput(const BenchOptions& options, int nranks) {
 std::string AddCalibrationFits(const std::string& backend, CollectiveKind collective, CollectiveAlgorithm algorithm,
                                int nranks, const std::vector<ResultRow>& rows, tune::Calibration& into) {
   std::map<std::size_t, std::vector<double>> by_size;
+  // Beyond its limit the backend runs another algorithm: those sizes would be fitted to the wrong name.
+  const std::size_t limit = tune::AlgorithmMaxBytes(backend, algorithm, {nranks, nranks, 1});
   for (const ResultRow& r : rows) {
+    if (r.bytes > limit) continue;
     const Measurement* m = Measured(r);
     if (m != nullptr && m->time_us > 0) by_size[r.bytes].push_back(m->time_us * 1e-6);
   }

@@ -315,6 +315,24 @@ TEST(TuneTable, AllgatherCalibrationMovesTheSingleCopyBoundary) {
   EXPECT_EQ(table.Select(kAll, kHostMem, 64 << 10).source, Source::kDefault);
 }
 
+// gloo's and mpi's flat runs in the shared-memory slots: a calibration that makes it the fastest
+// everywhere still gives it only the sizes that fit a slot.
+TEST(TuneTable, CalibratedFlatStopsAtTheSlot) {
+  tune::Calibration c;
+  c.created = "test";
+  c.fits.push_back(CalibratedLine("gloo", kAll, CollectiveAlgorithm::kFlat, 2, 1e-6, 10e9));
+  c.fits.push_back(CalibratedLine("gloo", kAll, CollectiveAlgorithm::kHalvingDoubling, 2, 100e-6, 1e9));
+  tune::TableOptions o = Isolated();
+  o.calibration = c;
+  auto table = MustTable("gloo", {2, 2, 1}, o);
+  const std::size_t slot = tune::AlgorithmMaxBytes("gloo", CollectiveAlgorithm::kFlat, {2, 2, 1});
+  EXPECT_EQ(slot, 64u << 10);
+  EXPECT_EQ(table.Select(kAll, kHostMem, slot).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(table.Select(kAll, kHostMem, slot + 1).algorithm, CollectiveAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(table.Select(kAll, kHostMem, 16 << 20).source, Source::kCalibration);
+  EXPECT_EQ(tune::AlgorithmMaxBytes("host", CollectiveAlgorithm::kFlat, {2, 2, 1}), tune::kNoLimit);
+}
+
 TEST(TuneTable, PrecedenceEnvOverTopologyOverDefaults) {
   // Across hosts the host backend plans with the given network link (the probed one in a backend).
   tune::TableOptions o = Isolated();

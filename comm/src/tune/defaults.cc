@@ -1,6 +1,7 @@
 // What each backend can run, and its built-in rules: the long-standing behaviour of the host, gloo
 // and mpi backends, written as table rules (tuning.h, docs/tuning.md).
 #include "defaults.h"
+#include "shm/slot_meeting.h"
 
 #include "commkit/common/strings.h"
 #include "commkit/topology/cost_model.h"
@@ -54,6 +55,12 @@ std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, Collective
     return {};
   }
   return {};
+}
+
+std::size_t AlgorithmMaxBytes(std::string_view backend, CollectiveAlgorithm algorithm, const GroupShape& shape) {
+  if ((backend == "mpi" || backend == "gloo") && algorithm == CollectiveAlgorithm::kFlat)
+    return comm::SlotMeeting::SlotBytesFor(shape.ranks);
+  return kNoLimit;
 }
 
 std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape) {

@@ -106,6 +106,7 @@ std::vector<Rule> CalibrationRules(std::string_view backend, const GroupShape& s
       CollectiveAlgorithm best = fitted[0];
       double best_s = -1;
       for (CollectiveAlgorithm a : fitted) {
+        if (bytes > static_cast<double>(AlgorithmMaxBytes(backend, a, shape))) continue;
         const double s = PredictSeconds(*calibration.Find(backend, c, a, shape.ranks, static_cast<std::size_t>(bytes)), bytes);
         if (best_s < 0 || s < best_s) {
           best_s = s;

@@ -96,6 +96,11 @@ std::string FormatRule(const Rule& rule);
 // The algorithms `backend` can run for `collective` in a group of `shape` (empty: not tunable).
 std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, CollectiveKind collective,
                                             const GroupShape& shape);
+// The largest call (bytes per rank) that `algorithm` runs as itself; a larger call the table gives it
+// runs another way. The mpi and gloo backends' `flat` moves through the shared-memory slots (64 KiB,
+// less in groups of about 60 ranks and more); kNoLimit for everything else. Calibration measures an
+// algorithm and the table chooses it only up to here.
+std::size_t AlgorithmMaxBytes(std::string_view backend, CollectiveAlgorithm algorithm, const GroupShape& shape);
 
 // ---- calibration: a measured alpha/beta per (backend, algorithm, ranks), cached per machine ----
 struct Fit {
