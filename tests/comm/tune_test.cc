@@ -269,6 +269,16 @@ tune::Calibration SyntheticCalibration(std::string_view backend, int ranks) {
   return c;
 }
 
+// Table options whose calibration is these fits (and nothing from the machine).
+tune::TableOptions Calibrated(std::vector<tune::Fit> fits) {
+  tune::TableOptions o = Isolated();
+  tune::Calibration c;
+  c.created = "test";
+  c.fits = std::move(fits);
+  o.calibration = std::move(c);
+  return o;
+}
+
 TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
   tune::TableOptions o = Isolated();
   o.calibration = SyntheticCalibration("mpi", 2);
@@ -295,14 +305,10 @@ TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
 // from 32 KiB).
 TEST(TuneTable, AllgatherCalibrationMovesTheSingleCopyBoundary) {
   const CollectiveKind ag = CollectiveKind::kAllgather;
-  tune::Calibration c;
-  c.created = "test";
   // staged: cheap per call, 4 GB/s; single copy: 2 us more, 16 GB/s; they cross at ~10.7 KB.
-  c.fits.push_back(CalibratedLine("host", ag, CollectiveAlgorithm::kFlat, 2, 1e-6, 4e9));
-  c.fits.push_back(CalibratedLine("host", ag, CollectiveAlgorithm::kSingleCopy, 2, 3e-6, 16e9));
-  tune::TableOptions o = Isolated();
-  o.calibration = c;
-  auto table = MustTable("host", {2, 2, 1, 2}, o);
+  auto table = MustTable("host", {2, 2, 1, 2},
+                         Calibrated({CalibratedLine("host", ag, CollectiveAlgorithm::kFlat, 2, 1e-6, 4e9),
+                                     CalibratedLine("host", ag, CollectiveAlgorithm::kSingleCopy, 2, 3e-6, 16e9)}));
   EXPECT_EQ(table.Select(ag, kHostMem, 4096).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(table.Select(ag, kHostMem, 4096).source, Source::kCalibration);
   EXPECT_EQ(table.Select(ag, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kSingleCopy);
@@ -318,13 +324,9 @@ TEST(TuneTable, AllgatherCalibrationMovesTheSingleCopyBoundary) {
 // gloo's and mpi's flat runs in the shared-memory slots: a calibration that makes it the fastest
 // everywhere still gives it only the sizes that fit a slot.
 TEST(TuneTable, CalibratedFlatStopsAtTheSlot) {
-  tune::Calibration c;
-  c.created = "test";
-  c.fits.push_back(CalibratedLine("gloo", kAll, CollectiveAlgorithm::kFlat, 2, 1e-6, 10e9));
-  c.fits.push_back(CalibratedLine("gloo", kAll, CollectiveAlgorithm::kHalvingDoubling, 2, 100e-6, 1e9));
-  tune::TableOptions o = Isolated();
-  o.calibration = c;
-  auto table = MustTable("gloo", {2, 2, 1}, o);
+  auto table = MustTable("gloo", {2, 2, 1},
+                         Calibrated({CalibratedLine("gloo", kAll, CollectiveAlgorithm::kFlat, 2, 1e-6, 10e9),
+                                     CalibratedLine("gloo", kAll, CollectiveAlgorithm::kHalvingDoubling, 2, 100e-6, 1e9)}));
   const std::size_t slot = tune::AlgorithmMaxBytes("gloo", CollectiveAlgorithm::kFlat, {2, 2, 1});
   EXPECT_EQ(slot, 64u << 10);
   EXPECT_EQ(table.Select(kAll, kHostMem, slot).algorithm, CollectiveAlgorithm::kFlat);
