@@ -38,9 +38,7 @@ Status SlotMeeting::Meet(const CollectiveArgs& a, const void* data, std::size_t 
 
 void SlotMeeting::Reduce(const CollectiveArgs& a, std::size_t off, std::size_t n) const {
   if (n == 0) return;
-  const ReduceKind kind = a.op.kind == ReduceKind::kAvg || a.op.kind == ReduceKind::kPreMulSum ? ReduceKind::kSum
-                                                                                               : a.op.kind;
-  const ReduceFunction reduce = GetReduceFunction(a.dtype, kind);
+  const ReduceFunction reduce = GetReduceFunction(a.dtype, a.op.kind);  // AVG and PREMUL_SUM: a sum
   const int p = size();
   if (p == 1) {
     std::memcpy(a.recv, Data(0) + off, n * SizeOf(a.dtype));

@@ -109,12 +109,13 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
     // Within a node the inputs up to a slot (64 KiB) travel in the meeting every call holds: one
     // copy in and a reduction out of shared memory, against a Gloo call of 100 us and more
     // (docs/gloo-algorithms.md, "Small collectives in the meeting").
-    constexpr std::size_t kFlatMax = std::size_t{64} << 10;
     std::size_t from = 0;
     if (shape.nodes == 1 && shape.ranks >= 2) {
-      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kFlatMax + 1, A::kFlat,
-                         "built-in: flat in the shared-memory meeting up to 64 KiB within a node (docs/gloo-algorithms.md)"));
-      from = kFlatMax + 1;
+      const std::size_t slot = AlgorithmMaxBytes(backend, A::kFlat, shape);
+      out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, slot + 1, A::kFlat,
+                         StrCat("built-in: flat in the shared-memory meeting up to ", HumanBytes(static_cast<double>(slot)),
+                                " within a node (docs/gloo-algorithms.md)")));
+      from = slot + 1;
     }
     std::size_t limit = 0;
     if (shape.ranks >= 2 && PowerOfTwo(shape.ranks)) limit = shape.ranks == 2 ? std::size_t{1} << 20 : std::size_t{256} << 10;

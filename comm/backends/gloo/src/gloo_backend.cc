@@ -1,5 +1,6 @@
 // The gloo backend's collectives: every collective of the API on Gloo's algorithms over a connected
-// full mesh (gloo_connect.cc makes it).
+// full mesh (gloo_connect.cc makes it), after a meeting in shared memory on one node that also
+// carries the small ones (Meet).
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -160,7 +161,8 @@ class GlooBackend final : public Backend {
   // ranks here, as much as a small all-reduce itself; docs/gloo-algorithms.md). A rank whose wait
   // fails tells the others through the transport, so they fail at once instead of at their timeout.
   // Inputs that fit a slot travel along, and the call ends here (`done`): an all-reduce the selection
-  // table gives to kFlat, an all-gather or broadcast up to kSlotGatherMaxBytes per rank, and a barrier.
+  // table gives to kFlat, an all-gather or broadcast up to SlotMeeting::kGatherMaxBytes per rank, and
+  // a barrier.
   Status Meet(const CollectiveArgs& a, bool& done) {
     const SlotMeeting::Deadline deadline = ShmTransport::Clock::now() + a.timeout;
     const std::size_t bytes = Bytes(a, a.count);
@@ -178,12 +180,12 @@ class GlooBackend final : public Backend {
         break;
       case CollectiveKind::kAllgather:
         // In place the input is this rank's block, or (send == recv) the buffer's start.
-        done = bytes <= kSlotGatherMaxBytes && meeting_->Fits(bytes);
+        done = meeting_->Gathers(bytes);
         data = a.send != nullptr ? a.send : static_cast<const char*>(a.recv) + bytes * static_cast<std::size_t>(rank_);
         publish = done ? bytes : 0;
         break;
       case CollectiveKind::kBroadcast:
-        done = bytes <= kSlotGatherMaxBytes && meeting_->Fits(bytes);
+        done = meeting_->Gathers(bytes);
         data = a.recv;
         publish = done && rank_ == a.root ? bytes : 0;
         most = done ? bytes : 0;
@@ -203,9 +205,6 @@ class GlooBackend final : public Backend {
     }
     return s;
   }
-  // All-gathers and broadcasts through the slots up to this many bytes per rank, as the mpi backend
-  // does: one copy in and one out, against a Gloo call of 100 us and more.
-  static constexpr std::size_t kSlotGatherMaxBytes = std::size_t{16} << 10;
 
   // Staging memory reused across calls (collectives run one at a time), as a caller of Gloo keeps its
   // buffers: a repeated large reduce-scatter must not allocate and fault in its scratch every call.

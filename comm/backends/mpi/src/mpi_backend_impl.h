@@ -379,11 +379,8 @@ class MpiBackend final : public Backend {
   Status Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale = 1, std::size_t most = 0);
   // Whether `bytes` of one rank's data fit a slot.
   bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && shm_->Fits(bytes); }
-  // All-gather(v) and broadcast through the slots up to this many bytes per rank: one copy more
-  // than a point-to-point message (in, then out), which costs more than the message from here on
-  // (all-gather, 2 ranks, 64 KiB per rank: 14.4 µs against 9.0 raw; 16 KiB: 3.9 against 6.1).
-  static constexpr std::size_t kShmGatherMaxBytes = std::size_t{16} << 10;
-  bool ShmGathers(std::size_t bytes) const { return bytes <= kShmGatherMaxBytes && ShmFits(bytes); }
+  // All-gather(v) and broadcast through the slots (SlotMeeting::Gathers).
+  bool ShmGathers(std::size_t bytes) const { return shm_ != nullptr && shm_->Gathers(bytes); }
 
   std::unique_ptr<SlotMeeting> shm_;  // a round a collective opened in Meet ends in Run()
   bool shm_enabled_ = false;     // this group's children try the slots too
