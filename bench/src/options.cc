@@ -159,7 +159,7 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   app.add_flag("--plan", o.plan,
                "print which algorithm runs at each size and why (selection table, docs/tuning.md); measure nothing");
   app.add_flag("--calibrate", o.calibrate,
-               "allreduce, allgather: time every algorithm of each backend and write the calibration cache (docs/tuning.md)");
+               "allreduce, allgather, broadcast: time every algorithm of each backend and write the calibration cache (docs/tuning.md)");
   app.add_option("--calibrate-repeats", o.calibrate_repeats,
                  "--calibrate: sweeps per algorithm, interleaved; the median time of each size is fitted")
       ->check(CLI::Range(1, 100))
@@ -243,9 +243,10 @@ Result<BenchOptions> ParseBenchArgs(const std::vector<std::string>& argv) {
   }
   if (!Describe(o.collective).has_in_place) o.in_place = false;
   if (!Describe(o.collective).has_out_of_place) o.out_of_place = false;
-  if (o.calibrate && o.collective != BenchCollective::kAllreduce && o.collective != BenchCollective::kAllgather)
-    return Status::InvalidArgument(StrCat("commkit-bench: --calibrate measures allreduce and allgather (the collectives "
-                                          "with more than one algorithm), not ", ToString(o.collective)));
+  if (o.calibrate && o.collective != BenchCollective::kAllreduce && o.collective != BenchCollective::kAllgather &&
+      o.collective != BenchCollective::kBroadcast)
+    return Status::InvalidArgument(StrCat("commkit-bench: --calibrate measures allreduce, allgather and broadcast (the "
+                                          "collectives with more than one algorithm), not ", ToString(o.collective)));
   if (o.calibrate && o.plan) return Status::InvalidArgument("commkit-bench: --plan and --calibrate exclude each other");
   o.check = check != 0;
   o.progress = !no_progress;

@@ -186,7 +186,7 @@ namespace commkit::bench {
 namespace {
 
 // --plan prints the selection table and --calibrate measures every algorithm (docs/tuning.md): flags
-// that default off, calibrate all-reduce and all-gather only, and not together.
+// that default off, calibrate all-reduce, all-gather and broadcast only, and not together.
 TEST(BenchOptions, PlanAndCalibrate) {
   auto d = ParseBenchArgs({"commkit-bench"});
   ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -200,10 +200,13 @@ TEST(BenchOptions, PlanAndCalibrate) {
   EXPECT_TRUE(c->calibrate);
   auto gather = ParseBenchArgs({"commkit-bench", "allgather", "--calibrate"});
   ASSERT_TRUE(gather.ok()) << gather.status().ToString();
-  auto other = ParseBenchArgs({"commkit-bench", "broadcast", "--calibrate"});
+  auto bcast = ParseBenchArgs({"commkit-bench", "broadcast", "--calibrate"});
+  ASSERT_TRUE(bcast.ok()) << bcast.status().ToString();
+  auto other = ParseBenchArgs({"commkit-bench", "reduce_scatter", "--calibrate"});
   ASSERT_FALSE(other.ok());
-  EXPECT_NE(other.status().message().find("allreduce and allgather"), std::string::npos) << other.status().message();
-  EXPECT_NE(other.status().message().find("not broadcast"), std::string::npos) << other.status().message();
+  EXPECT_NE(other.status().message().find("allreduce, allgather and broadcast"), std::string::npos)
+      << other.status().message();
+  EXPECT_NE(other.status().message().find("not reduce_scatter"), std::string::npos) << other.status().message();
   auto both = ParseBenchArgs({"commkit-bench", "allreduce", "--plan", "--calibrate"});
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("exclude each other"), std::string::npos) << both.status().message();

@@ -247,6 +247,39 @@ TEST(HostBackend, SingleCopyAllgatherIsExactForEveryShapeAndPlacement) {
   }
 }
 
+// The single-copy broadcast (every other rank reads the root's buffer where it is): forced for every
+// size, ranks as threads and as processes, every root, values that change from call to call (a read
+// before the root wrote, or after it returned and wrote again, shows), and an empty broadcast.
+TEST(HostBackend, SingleCopyBroadcastIsExactFromEveryRoot) {
+  ScopedEnv tune("COMMKIT_TUNE", "host.broadcast:*:single_copy");
+  for (const char* spec : {"host", "host+fork"}) {
+    for (int ranks : {2, 3}) {
+      RunRanks(spec, ranks, [&](ProcessGroup& pg) {
+        const int p = pg.size(), me = pg.rank();
+        const std::uint64_t ran_before = tune::RunCount("host", CollectiveAlgorithm::kSingleCopy);
+        int calls = 0;
+        for (int call = 0; call < 3; ++call) {
+          for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{300000}}) {
+            for (int root = 0; root < p; ++root) {
+              auto value = [&](std::size_t i) { return static_cast<std::int32_t>(root * 100003 + static_cast<int>(i) * 7 + call); };
+              std::vector<std::int32_t> buf(n, -1);
+              if (me == root)
+                for (std::size_t i = 0; i < n; ++i) buf[i] = value(i);
+              COMMKIT_WAIT_OK(pg.Broadcast(buf.data(), n, DataType::kInt32, root));
+              calls += n > 0 ? 1 : 0;
+              for (std::size_t i = 0; i < n; ++i)
+                ASSERT_EQ(buf[i], value(i)) << "root " << root << " i=" << i << " n=" << n << " call " << call << " ranks "
+                                            << p << " " << spec;
+              if (me == root) std::fill(buf.begin(), buf.end(), -2);  // the root reuses its buffer at once
+            }
+          }
+        }
+        EXPECT_GE(tune::RunCount("host", CollectiveAlgorithm::kSingleCopy) - ran_before, static_cast<std::uint64_t>(calls));
+      });
+    }
+  }
+}
+
 // Whether the ranks may read each other is agreed at creation: a peer whose announced memory cannot be
 // read (no such process) or holds another value (another pid namespace) turns single-copy off on
 // every rank, with the reason.

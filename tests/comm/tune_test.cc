@@ -300,25 +300,32 @@ TEST(TuneTable, PrecedenceEnvOverCalibrationOverDefaults) {
   EXPECT_EQ(env.Select(kAll, kHostMem, 2048).source, Source::kCalibration);
 }
 
-// An all-gather calibration moves the host's staged / single-copy boundary to where this machine
-// crosses over (the built-in 4 MiB came from one machine; another measured single-copy 2.5-4x faster
-// from 32 KiB).
-TEST(TuneTable, AllgatherCalibrationMovesTheSingleCopyBoundary) {
-  const CollectiveKind ag = CollectiveKind::kAllgather;
-  // staged: cheap per call, 4 GB/s; single copy: 2 us more, 16 GB/s; they cross at ~10.7 KB.
-  auto table = MustTable("host", {2, 2, 1, 2},
-                         Calibrated({CalibratedLine("host", ag, CollectiveAlgorithm::kFlat, 2, 1e-6, 4e9),
-                                     CalibratedLine("host", ag, CollectiveAlgorithm::kSingleCopy, 2, 3e-6, 16e9)}));
-  EXPECT_EQ(table.Select(ag, kHostMem, 4096).algorithm, CollectiveAlgorithm::kFlat);
-  EXPECT_EQ(table.Select(ag, kHostMem, 4096).source, Source::kCalibration);
-  EXPECT_EQ(table.Select(ag, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kSingleCopy);
-  EXPECT_EQ(table.Select(ag, kHostMem, 64 << 10).source, Source::kCalibration);
-  // Without the calibration the built-in boundary stays.
+// An all-gather or broadcast calibration moves the host's staged / single-copy boundary to where this
+// machine crosses over (the built-in 4 MiB and 128 KiB came from measurements on one machine; another
+// measured the single-copy all-gather 2.5-4x faster from 32 KiB). With more ranks than cores both stay staged.
+TEST(TuneTable, CalibrationMovesTheSingleCopyBoundary) {
+  for (const CollectiveKind kind : {CollectiveKind::kAllgather, CollectiveKind::kBroadcast}) {
+    SCOPED_TRACE(ToString(kind));
+    // staged: cheap per call, 4 GB/s; single copy: 2 us more, 16 GB/s; they cross at ~10.7 KB.
+    auto table = MustTable("host", {2, 2, 1, 2},
+                           Calibrated({CalibratedLine("host", kind, CollectiveAlgorithm::kFlat, 2, 1e-6, 4e9),
+                                       CalibratedLine("host", kind, CollectiveAlgorithm::kSingleCopy, 2, 3e-6, 16e9)}));
+    EXPECT_EQ(table.Select(kind, kHostMem, 4096).algorithm, CollectiveAlgorithm::kFlat);
+    EXPECT_EQ(table.Select(kind, kHostMem, 4096).source, Source::kCalibration);
+    EXPECT_EQ(table.Select(kind, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kSingleCopy);
+    EXPECT_EQ(table.Select(kind, kHostMem, 64 << 10).source, Source::kCalibration);
+    // Without the calibration the built-in boundary stays.
+    auto plain = MustTable("host", {2, 2, 1, 2}, Isolated());
+    EXPECT_EQ(plain.Select(kind, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
+    EXPECT_EQ(plain.Select(kind, kHostMem, 8 << 20).algorithm, CollectiveAlgorithm::kSingleCopy);
+    auto crowded = MustTable("host", {4, 4, 1, 2}, Isolated());
+    EXPECT_EQ(crowded.Select(kind, kHostMem, 8 << 20).algorithm, CollectiveAlgorithm::kFlat);
+    // The all-reduce rules are not touched by the calibration.
+    EXPECT_EQ(table.Select(kAll, kHostMem, 64 << 10).source, Source::kDefault);
+  }
   auto plain = MustTable("host", {2, 2, 1, 2}, Isolated());
-  EXPECT_EQ(plain.Select(ag, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
-  EXPECT_EQ(plain.Select(ag, kHostMem, 8 << 20).algorithm, CollectiveAlgorithm::kSingleCopy);
-  // The all-reduce rules are not touched by an all-gather calibration.
-  EXPECT_EQ(table.Select(kAll, kHostMem, 64 << 10).source, Source::kDefault);
+  EXPECT_EQ(plain.Select(CollectiveKind::kBroadcast, kHostMem, 128 << 10).algorithm, CollectiveAlgorithm::kSingleCopy);
+  EXPECT_EQ(plain.Select(CollectiveKind::kAllgather, kHostMem, 128 << 10).algorithm, CollectiveAlgorithm::kFlat);
 }
 
 // gloo's and mpi's flat runs in the shared-memory slots: a calibration that makes it the fastest

@@ -12,6 +12,8 @@ namespace {
 
 // The host all-gather's output size from which it reads peers directly (docs/host-backend.md).
 constexpr std::size_t kSingleCopyFrom = std::size_t{4} << 20;
+// The host broadcast's size from which the other ranks read the root's buffer directly.
+constexpr std::size_t kBroadcastSingleCopyFrom = std::size_t{128} << 10;
 
 bool PowerOfTwo(int n) { return n >= 1 && (n & (n - 1)) == 0; }
 
@@ -40,7 +42,9 @@ std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, Collective
     if (collective == CollectiveKind::kAllreduce || collective == CollectiveKind::kReduce) return {A::kFlat, A::kSliced};
     // All-gather(v) and gather within a host: staged through the slots or single-copy (sized by the
     // whole output).
-    if (collective == CollectiveKind::kAllgather && shape.nodes == 1) return {A::kFlat, A::kSingleCopy};
+    // Broadcast within a host likewise (sized by the broadcast buffer).
+    if ((collective == CollectiveKind::kAllgather || collective == CollectiveKind::kBroadcast) && shape.nodes == 1)
+      return {A::kFlat, A::kSingleCopy};
     return {};
   }
   if (backend == "gloo") {
@@ -92,9 +96,18 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
       out.push_back(Make(backend, CollectiveKind::kAllgather, kSingleCopyFrom, kNoLimit, A::kSingleCopy,
                          StrCat("built-in: single-copy from ", HumanBytes(kSingleCopyFrom),
                                 " where the ranks may read each other")));
+      // A broadcast's staged round copies in, then out, one after the other: single-copy took 0.6-0.8x
+      // its time from 128 KiB to 1 MiB and tied above (2 ranks; docs/host-backend.md).
+      out.push_back(Make(backend, CollectiveKind::kBroadcast, 0, kBroadcastSingleCopyFrom, A::kFlat,
+                         StrCat("built-in: staged through shared memory below ",
+                                HumanBytes(kBroadcastSingleCopyFrom), " (docs/host-backend.md)")));
+      out.push_back(Make(backend, CollectiveKind::kBroadcast, kBroadcastSingleCopyFrom, kNoLimit, A::kSingleCopy,
+                         StrCat("built-in: single-copy from ", HumanBytes(kBroadcastSingleCopyFrom),
+                                " where the ranks may read each other")));
     } else if (shape.nodes == 1) {
-      out.push_back(Make(backend, CollectiveKind::kAllgather, 0, kNoLimit, A::kFlat,
-                         "built-in: staged through shared memory with more ranks than cores (docs/host-backend.md)"));
+      for (CollectiveKind c : {CollectiveKind::kAllgather, CollectiveKind::kBroadcast})
+        out.push_back(Make(backend, c, 0, kNoLimit, A::kFlat,
+                           "built-in: staged through shared memory with more ranks than cores (docs/host-backend.md)"));
     }
     if (shape.nodes > 1)
       out.push_back(Make(backend, CollectiveKind::kAllreduce, 0, kNoLimit, A::kRing,

@@ -95,7 +95,8 @@ std::vector<Rule> CalibrationRules(std::string_view backend, const GroupShape& s
   // One calibration file is one host's: only groups within one node plan from it (every rank reads
   // the same file, so every rank chooses alike).
   if (shape.nodes != 1) return out;
-  for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce, CollectiveKind::kAllgather}) {
+  for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce, CollectiveKind::kAllgather,
+                           CollectiveKind::kBroadcast}) {
     std::vector<CollectiveAlgorithm> fitted;
     for (CollectiveAlgorithm a : Algorithms(backend, c, shape))
       if (calibration.Find(backend, c, a, shape.ranks, 0) != nullptr) fitted.push_back(a);

@@ -56,6 +56,18 @@ Status HostBackend::Dispatch(const CollectiveArgs& a, Deadline d) {
     case CollectiveKind::kBroadcast: {
       std::vector<std::size_t>& bytes = Blocks(0);
       bytes[a.root] = a.count * e;
+      // Single-copy: every other rank reads the root's buffer straight into its own, one pass against
+      // staging's copy in and copy out (which one round of up to a slot runs one after the other).
+      const bool single = single_copy_ && P() > 1 &&
+                          table_.Select(a.kind, MemoryKind::kHost, bytes[a.root]).algorithm ==
+                              CollectiveAlgorithm::kSingleCopy;
+      tune::NoteRun("host", single ? CollectiveAlgorithm::kSingleCopy : CollectiveAlgorithm::kFlat);
+      if (single) {
+        std::vector<std::size_t>& off = offsets_;
+        off.assign(p + 1, 0);  // every block (only the root's has bytes) lands at the start of the output
+        off[p] = bytes[a.root];
+        return SingleCopyGather(a, d, recv, bytes, off, true);
+      }
       return Exchange(a, d, recv, bytes, [&](std::size_t lo, const auto& src) {
         if (me() != a.root && src[a.root]) std::memcpy(recv + lo, src[a.root], std::min(S, bytes[a.root] - lo));
       });
@@ -205,6 +217,11 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   options.size_setting = "COMMKIT_HOST_SLOT_BYTES";
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t slot, EnvIntOr("COMMKIT_HOST_SLOT_BYTES", 1 << 20, 64 << 10, std::int64_t{1} << 30));
   options.slot_bytes = static_cast<std::size_t>(slot) / 64 * 64;  // every element size divides it
+  // A wait spins this long before it sleeps, when every rank has a core. Single-copy readers take
+  // 20-50 us per 512 KiB-1 MiB: a waiter that slept meanwhile paid a futex wake-up as large again
+  // on the development VM (docs/host-backend.md, "Waiting").
+  COMMKIT_ASSIGN_OR_RETURN(std::int64_t spin_us, EnvIntOr("COMMKIT_HOST_SPIN_US", 250, 0, 10'000'000));
+  options.spin = std::chrono::microseconds(spin_us);
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
   // HostBackend::Streams(): the cache of the CPU this rank starts on (no streaming when sysfs does not say).
   const std::optional<CpuCache> cache = LastLevelCache(*SystemView::Live(), ::sched_getcpu());

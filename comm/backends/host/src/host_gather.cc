@@ -160,7 +160,7 @@ Status HostBackend::SingleCopyGather(const CollectiveArgs& a, Deadline d, const 
       read = ReadFrom(static_cast<pid_t>(peer.pid), dst, peer.address, bytes[q]);
       if (!read.ok()) read = Status(read.code(), StrCat("host backend: single-copy ", ToString(a.kind), ": rank ", me(),
                                                         " reading rank ", q, "'s block: ", read.message(),
-                                                        " (COMMKIT_TUNE=host.allgather:*:flat stages through shared memory)"));
+                                                        " (COMMKIT_TUNE=host.", ToString(a.kind), ":*:flat stages through shared memory)"));
     }
   }
   t_->SignalReduced();
