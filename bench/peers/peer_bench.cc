@@ -1,18 +1,21 @@
-// Peer benchmark: the same float32 sum all-reduce / allgather / reduce_scatter sweep as commkit-bench,
-// called directly on another library, so scripts/peer-bench can put commkit next to it in one table.
+// Peer benchmark: the same float32 sum all-reduce / allgather / reduce_scatter (and root-0 broadcast)
+// sweep as commkit-bench, called directly on another library, so scripts/peer-bench can put commkit
+// next to it in one table.
 // Built by scripts/peer-bench (not by CMake: each MPI has its own headers and launcher):
-//   any MPI (Open MPI, MPICH, Intel MPI): MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block;
-//   -DPEER_CCL, against Intel MPI + oneCCL: ccl::allreduce, ccl::allgather, ccl::reduce_scatter, with
-//   MPI only for launch, the key-value store address, barriers and the cross-rank time reduction;
+//   any MPI (Open MPI, MPICH, Intel MPI): MPI_Allreduce, MPI_Allgather, MPI_Reduce_scatter_block, MPI_Bcast;
+//   -DPEER_CCL, against Intel MPI + oneCCL: ccl::allreduce, ccl::allgather, ccl::reduce_scatter,
+//   ccl::broadcast, with MPI only for launch, the key-value store address, barriers and the cross-rank
+//   time reduction;
 //   --ceiling (any MPI build, all-reduce only): the memory ceiling of an all-reduce measured in the same
 //   run: every rank's input and output live in one MPI shared-memory window, and rank r sums slice r of
 //   all inputs and stores it into slice r of every output in one pass (each byte read once, each result
 //   written once: the least memory traffic any all-reduce can have), then all ranks meet at a barrier.
 // Conventions follow commkit-bench (docs/benchmarks.md) so rows compare one to one: `size` is the
 // largest buffer a rank touches, time per call is the mean over the iterations and the maximum over
-// ranks, busbw = size / time x 2(n-1)/n (all-reduce) or (n-1)/n, iterations shrink above
-// --large-bytes, a warmup at the largest size runs first, buffers are out of place and every size is
-// verified afterwards against a per-rank pattern (#wrong).
+// ranks, busbw = size / time x 2(n-1)/n (all-reduce), 1 (broadcast) or (n-1)/n, iterations shrink above
+// --large-bytes, a warmup at the largest size runs first, buffers are out of place (broadcast: in place,
+// commkit-bench's broadcast has one buffer only) and every size is verified afterwards against a per-rank
+// pattern (#wrong).
 // Output: JSON lines on rank 0's stdout, one per (collective, size).
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
@@ -40,7 +43,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-enum class Coll { kAllreduce, kAllgather, kReduceScatter };
+enum class Coll { kAllreduce, kAllgather, kReduceScatter, kBroadcast };
 
 struct Options {
   std::vector<Coll> colls;
@@ -56,6 +59,7 @@ const char* Name(Coll c) {
     case Coll::kAllreduce: return "allreduce";
     case Coll::kAllgather: return "allgather";
     case Coll::kReduceScatter: return "reduce_scatter";
+    case Coll::kBroadcast: return "broadcast";
   }
   return "?";
 }
@@ -105,7 +109,8 @@ Options Parse(int argc, char** argv) {
         if (name == "allreduce") o.colls.push_back(Coll::kAllreduce);
         else if (name == "allgather") o.colls.push_back(Coll::kAllgather);
         else if (name == "reduce_scatter") o.colls.push_back(Coll::kReduceScatter);
-        else Fail("unknown collective '" + std::string(name) + "' (allreduce, allgather, reduce_scatter)");
+        else if (name == "broadcast") o.colls.push_back(Coll::kBroadcast);
+        else Fail("unknown collective '" + std::string(name) + "' (allreduce, allgather, reduce_scatter, broadcast)");
         list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
       }
     } else if (a == "-b") {
@@ -128,7 +133,7 @@ Options Parse(int argc, char** argv) {
       o.label = value();
     } else {
       Fail("unknown argument '" + std::string(a) +
-           "'; usage: peer-bench -c allreduce,allgather,reduce_scatter -b 8 -e 1M -f 2 -w 5 -n 20 "
+           "'; usage: peer-bench -c allreduce,allgather,reduce_scatter,broadcast -b 8 -e 1M -f 2 -w 5 -n 20 "
            "[--large-bytes 16M] [--check 1] [--label NAME] [--ceiling]");
     }
   }
@@ -180,11 +185,13 @@ Counts CountsFor(Coll c, std::size_t bytes, int n) {
     case Coll::kAllreduce: k.send = k.recv = k.count = elems; break;
     case Coll::kAllgather: k.recv = total; k.send = k.count = total / static_cast<std::size_t>(n); break;
     case Coll::kReduceScatter: k.send = total; k.recv = k.count = total / static_cast<std::size_t>(n); break;
+    case Coll::kBroadcast: k.recv = k.count = elems; break;  // in place on the receive buffer
   }
   return k;
 }
 
 double BusFactor(Coll c, int n) {
+  if (c == Coll::kBroadcast) return 1.0;  // nccl-tests: every rank but the root receives the whole buffer
   return c == Coll::kAllreduce ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
 }
 
@@ -215,6 +222,7 @@ class Library {
       case Coll::kReduceScatter:
         ccl::reduce_scatter(send, recv, k.count, ccl::reduction::sum, *comm_).wait();
         return;
+      case Coll::kBroadcast: ccl::broadcast(recv, k.count, 0, *comm_).wait(); return;
     }
 #else
     const int count = static_cast<int>(k.count);
@@ -225,6 +233,7 @@ class Library {
       case Coll::kReduceScatter:
         rc = MPI_Reduce_scatter_block(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         break;
+      case Coll::kBroadcast: rc = MPI_Bcast(recv, count, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
     }
     if (rc != MPI_SUCCESS) Fail(std::string(Name(c)) + " failed with MPI error " + std::to_string(rc));
 #endif
@@ -233,7 +242,7 @@ class Library {
   // Returns the number of wrong output elements on this rank after one call on patterned inputs.
   std::uint64_t Verify(Coll c, float* send, float* recv, const Counts& k) {
     for (std::size_t i = 0; i < k.send; ++i) send[i] = Pattern(rank_, i);
-    for (std::size_t i = 0; i < k.recv; ++i) recv[i] = -1.0f;
+    for (std::size_t i = 0; i < k.recv; ++i) recv[i] = c == Coll::kBroadcast && rank_ == 0 ? Pattern(0, i) : -1.0f;
     Run(c, send, recv, k);
     const float n = static_cast<float>(nranks_);
     const float rank_sum = n * (n + 1.0f) / 2.0f;
@@ -246,6 +255,7 @@ class Library {
         case Coll::kReduceScatter:
           want = rank_sum + n * static_cast<float>((static_cast<std::size_t>(rank_) * k.count + i) % 7);
           break;
+        case Coll::kBroadcast: want = Pattern(0, i); break;
       }
       if (recv[i] != want) ++wrong;
     }

@@ -77,7 +77,7 @@ commkit_add_test(comm_pg_host_test
   LABELS unit
   TIMEOUT 600
   ENVIRONMENT "GTEST_FILTER=-HostFourHosts/*")
-# SingleCopyPossible (comm/backends/host/src/single_copy.h, private).
+# SingleCopyPossible (comm/src/shm/single_copy.h, private).
 target_include_directories(comm_pg_host_test PRIVATE ${PROJECT_SOURCE_DIR}/comm/backends/host/src
                                                      ${PROJECT_SOURCE_DIR}/comm/src)
 add_test(NAME comm_pg_host_small_slots COMMAND comm_pg_host_test --gtest_filter=Host*/PgConformance.*:HostBackend.Mismatch*:-HostFourHosts/* --gtest_color=no)

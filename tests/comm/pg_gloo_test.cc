@@ -323,7 +323,8 @@ TEST(GlooMeeting, MismatchesAreCaughtBeforeDataMovesWithoutTheGroupsCheck) {
 
 // Within a node the small collectives travel in the meeting (the built-in table's flat all-reduce up
 // to 64 KiB, all-gather and broadcast up to 16 KiB per rank): right results, reduced in rank order so
-// every rank has the same bits, and a larger all-reduce still goes through Gloo. On two pretend nodes
+// every rank has the same bits, and a larger all-reduce still goes through Gloo. A larger broadcast is
+// read from the root's buffer (threads: memcpy; gloo+fork: process_vm_readv). On two pretend nodes
 // (no meeting) the same calls go through Gloo and give the same results.
 void SmallCollectives(ProcessGroup& pg) {
   const int r = pg.rank();
@@ -353,16 +354,24 @@ void SmallCollectives(ProcessGroup& pg) {
   std::vector<float> large(32768, 1.0f + static_cast<float>(r));  // 128 KiB: above the slots
   COMMKIT_WAIT_OK(pg.Allreduce(nullptr, large.data(), large.size(), DataType::kFloat32, ReduceOp::Sum()));
   for (float v : large) ASSERT_EQ(v, 3.0f);
+  std::vector<std::int32_t> wide(100000, -1);  // 400 KB: read from the root's buffer within a node
+  if (r == 0)
+    for (std::size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<std::int32_t>(i * 3);
+  COMMKIT_WAIT_OK(pg.Broadcast(wide.data(), wide.size(), DataType::kInt32, 0));
+  for (std::size_t i = 0; i < wide.size(); ++i) ASSERT_EQ(wide[i], static_cast<std::int32_t>(i * 3)) << i;
 }
 
 TEST(GlooMeeting, SmallCallsTravelInTheMeetingAndLargeOnesThroughGloo) {
   const std::uint64_t flat = tune::RunCount("gloo", CollectiveAlgorithm::kFlat);
   const std::uint64_t hd = tune::RunCount("gloo", CollectiveAlgorithm::kHalvingDoubling);
+  const std::uint64_t direct = tune::RunCount("gloo", CollectiveAlgorithm::kSingleCopy);
   RunRanks("gloo", 2, SmallCollectives);
   if (World().size > 0) return;  // under mpirun the counts are this rank's alone
-  // Six calls in the slots and one through Gloo, on each of the two ranks (threads of this process).
+  // Six calls in the slots, one through Gloo and one read from the root, on each of the two ranks
+  // (threads of this process).
   EXPECT_EQ(tune::RunCount("gloo", CollectiveAlgorithm::kFlat) - flat, 12u);
   EXPECT_EQ(tune::RunCount("gloo", CollectiveAlgorithm::kHalvingDoubling) - hd, 2u);
+  EXPECT_EQ(tune::RunCount("gloo", CollectiveAlgorithm::kSingleCopy) - direct, 2u);
   RunRanks("gloo+fork@2", 2, SmallCollectives);
 }
 

@@ -18,7 +18,7 @@
 #include "commkit/common/shm_segment.h"
 #include "commkit/common/strings.h"
 #include "pg_conformance.h"
-#include "single_copy.h"
+#include "shm/single_copy.h"
 
 namespace commkit::testing {
 namespace {
@@ -295,7 +295,7 @@ TEST(HostBackend, SingleCopyIsOffWhenAPeerCannotBeRead) {
       return std::vector<std::string>{mine, other};
     };
     std::string why;
-    auto possible = comm::host::SingleCopyPossible(exchange, 0, &why);
+    auto possible = comm::SingleCopyPossible(exchange, 0, &why);
     ASSERT_TRUE(possible.ok()) << possible.status().ToString();
     EXPECT_FALSE(*possible) << peer;
     EXPECT_TRUE(Contains(why, "rank 0: ")) << why;  // rank 0 is the one that could not read
@@ -307,7 +307,7 @@ TEST(HostBackend, SingleCopyIsOffWhenAPeerCannotBeRead) {
   comm::ShmExchange same = [](std::string_view, const std::string& mine) -> Result<std::vector<std::string>> {
     return std::vector<std::string>{mine, mine};
   };
-  auto possible = comm::host::SingleCopyPossible(same, 1, nullptr);
+  auto possible = comm::SingleCopyPossible(same, 1, nullptr);
   ASSERT_TRUE(possible.ok()) << possible.status().ToString();
   EXPECT_TRUE(*possible);
 }

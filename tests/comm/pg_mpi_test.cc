@@ -15,6 +15,7 @@
 
 #include "commkit/comm/file_store.h"
 #include "commkit/comm/registry.h"
+#include "commkit/comm/tuning.h"
 #include "commkit/comm/mpi/mpi_backend.h"
 #include "commkit/common/strings.h"
 #include "pg_conformance.h"
@@ -204,6 +205,7 @@ TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
   };
   std::unique_ptr<ProcessGroup> groups[3] = {make("auto"), make("p2p"), make("nbc")};
   ASSERT_TRUE(groups[0] && groups[1] && groups[2]);
+  const std::uint64_t read_before = tune::RunCount("mpi", CollectiveAlgorithm::kSingleCopy);
   const int p = World().size, me = World().rank;
   const auto up = static_cast<std::size_t>(p);
   // One collective on every group from the same input; `out` bytes of the results are compared with
@@ -351,6 +353,9 @@ TEST(PgMpi, PointToPointCollectivesMatchMpisOwn) {
     return pg.Broadcast(out, big, DataType::kUInt8, p - 1);
   });
   EXPECT_GT(checked, 800u);
+  // auto's broadcasts beyond 16 KiB were read from the root's buffer (SlotMeeting::ReadsBroadcast):
+  // 9000 f32 and f64 from every root, 16 KiB / 4 + 1 and 64 KiB / 4 - 1 .. + 1 f32, and 3 MiB.
+  EXPECT_EQ(tune::RunCount("mpi", CollectiveAlgorithm::kSingleCopy) - read_before, 2 * up + 5);
 }
 
 // A rank delayed past the others' timeout is named; the timed-out group is then unusable (its pending

@@ -124,9 +124,10 @@ Status ShmTransport::PeerGaveUp(int waited_for, const char* what, bool round) {
 }
 
 template <typename Ready>
-Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* what, bool round) {
+Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* what, bool round,
+                            std::chrono::microseconds spin) {
   if (ready()) return Status::Ok();
-  if (!options_.busy_wait) {
+  if (!options_.busy_wait && spin.count() == 0) {
     // Straight to the futex below.
   } else if (spin_) {
     // Ranks have a core each: a peer that is a few microseconds behind is cheaper to spin for. The
@@ -135,7 +136,7 @@ Status ShmTransport::WaitOn(int q, Ready ready, Deadline deadline, const char* w
       CpuRelax();
       if (ready()) return Status::Ok();
     }
-    auto until = Clock::now() + options_.spin;
+    auto until = Clock::now() + std::max(spin, options_.busy_wait ? options_.spin : std::chrono::microseconds{});
     do {
       for (int i = 0; i < 64; ++i) {
         if (ready()) return Status::Ok();
@@ -219,14 +220,14 @@ Status ShmTransport::Mismatched(int q) const {
       StrCat(options_.label, ": rank ", Name(q), " issued a different collective than rank ", Name(rank_)));
 }
 
-Status ShmTransport::WaitReduced(Deadline deadline, int only) {
+Status ShmTransport::WaitReduced(Deadline deadline, int only, std::chrono::microseconds spin) {
   const std::uint64_t s = step_ + 1;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_ || (only >= 0 && q != only)) continue;
     std::atomic<std::uint64_t>& reduced = Ctl(q).reduced.value;
     Status st = WaitOn(
         q, [&] { return reduced.load(std::memory_order_acquire) >= s; }, deadline, "finish its part of the reduction",
-        true);
+        true, spin);
     if (!st.ok()) return RoundFailed(std::move(st));
   }
   return Status::Ok();

@@ -22,6 +22,7 @@
 // passes one over the group's Store, the mpi backend one over MPI collectives.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -113,7 +114,16 @@ class ShmTransport {
   // Changes ShmTransportOptions::busy_wait for the rounds that follow (the thread running rounds).
   void set_busy_wait(bool busy) { options_.busy_wait = busy; }
   void SignalReduced();
-  Status WaitReduced(Deadline deadline, int only = -1);  // every peer, or only rank `only`
+  // Every peer, or only rank `only`. `spin`: how long the second phase is expected to take when that
+  // is known (a single-copy read of a given size); the wait polls at least that long before it sleeps,
+  // also where busy_wait is off, since every peer is past this round's meeting and no library message
+  // of an earlier call needs this core. A sleeping waiter's wake-up cost as much as a 1 MiB read on the
+  // development VM (docs/host-backend.md, "Waiting").
+  Status WaitReduced(Deadline deadline, int only = -1, std::chrono::microseconds spin = {});
+  // The spin for a second phase in which the slowest peer reads `bytes` from another core.
+  static std::chrono::microseconds ReadTime(std::size_t bytes) {
+    return std::chrono::microseconds(std::min<std::size_t>(bytes / 4096, 5000));  // 4 GB/s, at most 5 ms
+  }
   void Finish();
 
   // --- point-to-point (thread-safe per peer and direction; needs ring_bytes > 0) ---
@@ -175,7 +185,8 @@ class ShmTransport {
   // Waits until ready() is true; `q` is the peer whose progress (and futex) it depends on. `round`:
   // a collective's wait (any peer giving up ends it), not a send's or receive's.
   template <typename Ready>
-  Status WaitOn(int q, Ready ready, Deadline deadline, const char* what, bool round = false);
+  Status WaitOn(int q, Ready ready, Deadline deadline, const char* what, bool round = false,
+                std::chrono::microseconds spin = {});
   Status PeerGone(int q, const char* what);
   Status PeerGaveUp(int waited_for, const char* what, bool round);
   // A round wait failed: tell the peers (GiveUp) and return `s`.

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/strings.h"
 
 namespace commkit::comm {
 
@@ -62,6 +63,27 @@ void SlotMeeting::Gather(const CollectiveArgs& a, std::span<const std::size_t> o
 
 void SlotMeeting::Broadcast(const CollectiveArgs& a) const {
   if (rank() != a.root) std::memcpy(a.recv, Data(a.root), a.count * SizeOf(a.dtype));
+}
+
+Status SlotMeeting::ReadBroadcast(const CollectiveArgs& a, Deadline deadline) {
+  Status read = Status::Ok();
+  if (rank() != a.root && a.count > 0) {
+    PeerBuffer root;
+    std::memcpy(&root, Data(a.root), sizeof root);
+    read = ReadPeer(root, a.recv, a.count * SizeOf(a.dtype));
+    if (!read.ok())
+      read = Status(read.code(), StrCat("broadcast #", a.sequence, ": rank ", rank(), " reading root ", a.root,
+                                        "'s buffer: ", read.message()));
+  }
+  // The second phase: the root's buffer stays untouched until its last reader is done.
+  t_->SignalReduced();
+  if (Status waited = t_->WaitReduced(deadline, -1, ShmTransport::ReadTime(a.count * SizeOf(a.dtype)));
+      !waited.ok()) {
+    open_ = false;  // the transport told the peers; the round is abandoned, not finished
+    return waited;
+  }
+  Close();
+  return read;
 }
 
 }  // namespace commkit::comm

@@ -13,6 +13,7 @@
 
 #include "commkit/comm/backend.h"
 #include "shm/shm_transport.h"
+#include "shm/single_copy.h"
 
 namespace commkit::comm {
 
@@ -20,7 +21,9 @@ class SlotMeeting {
  public:
   using Deadline = ShmTransport::Deadline;
 
-  explicit SlotMeeting(std::unique_ptr<ShmTransport> transport) : t_(std::move(transport)) {}
+  // `single_copy`: every rank may read every peer's memory (SingleCopyPossible, shm/single_copy.h).
+  explicit SlotMeeting(std::unique_ptr<ShmTransport> transport, bool single_copy = false)
+      : t_(std::move(transport)), single_copy_(single_copy) {}
 
   // Data bytes per slot for a group of `ranks`: 64 KiB, less from about 60 ranks on, so that the
   // group's segments (two slots per rank) stay within 8 MiB of /dev/shm (a container's is often
@@ -37,6 +40,11 @@ class SlotMeeting {
   // and far less than a Gloo call (100 µs and more).
   static constexpr std::size_t kGatherMaxBytes = std::size_t{16} << 10;
   bool Gathers(std::size_t bytes) const { return bytes <= kGatherMaxBytes && Fits(bytes); }
+
+  // Broadcasts beyond the slots' share (Gathers) are read straight from the root's buffer where the
+  // ranks may read each other: one pass, against the library's message (a 512 KiB-1 MiB MPI_Bcast's
+  // rendezvous and the mpi backend's wait on it cost 1.15-1.2x raw MPI_Bcast; Gloo sends it over TCP).
+  bool ReadsBroadcast(std::size_t bytes) const { return single_copy_ && bytes > kGatherMaxBytes; }
 
   // Publishes the call's fingerprint and `bytes` of `data` (scaled by `scale` unless it is 1:
   // PREMUL_SUM), then waits for every rank's, bounded by `deadline` and Abort(). `most`: when other
@@ -64,6 +72,11 @@ class SlotMeeting {
   void Gather(const CollectiveArgs& a, std::span<const std::size_t> offsets) const;
   // The root's data (a non-root copies it; the root's buffer already holds it).
   void Broadcast(const CollectiveArgs& a) const;
+  // A broadcast read straight from the root's buffer (ReadsBroadcast): Meet with Announce(a.recv) as
+  // every rank's data, then this. Every non-root reads; the root returns only once every reader is
+  // done with its buffer. Ends the round; a failed read fails on the rank that read.
+  static PeerBuffer Announce(const void* buffer) { return PeerBuffer::Of(buffer); }
+  Status ReadBroadcast(const CollectiveArgs& a, Deadline deadline);
 
   // Whether a rank that arrives first may spin (or yield) before it sleeps; see
   // ShmTransport::set_busy_wait.
@@ -73,6 +86,7 @@ class SlotMeeting {
 
  private:
   std::unique_ptr<ShmTransport> t_;
+  bool single_copy_ = false;
   bool inline_ = false;  // the open round's data travels in the header line
   bool open_ = false;
 };

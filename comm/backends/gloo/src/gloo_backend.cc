@@ -161,13 +161,16 @@ class GlooBackend final : public Backend {
   // ranks here, as much as a small all-reduce itself; docs/gloo-algorithms.md). A rank whose wait
   // fails tells the others through the transport, so they fail at once instead of at their timeout.
   // Inputs that fit a slot travel along, and the call ends here (`done`): an all-reduce the selection
-  // table gives to kFlat, an all-gather or broadcast up to SlotMeeting::kGatherMaxBytes per rank, and
-  // a barrier.
+  // table gives to kFlat, an all-gather or broadcast up to SlotMeeting::kGatherMaxBytes per rank, a
+  // larger broadcast where the ranks may read each other (SlotMeeting::ReadsBroadcast), and a barrier.
   Status Meet(const CollectiveArgs& a, bool& done) {
     const SlotMeeting::Deadline deadline = ShmTransport::Clock::now() + a.timeout;
     const std::size_t bytes = Bytes(a, a.count);
     const void* data = nullptr;
     std::size_t publish = 0, most = 0;
+    // A broadcast beyond the slots is read from the root's buffer, announced in the meeting.
+    bool direct = false;
+    const PeerBuffer announce = SlotMeeting::Announce(a.recv);
     double scale = 1;
     switch (a.kind) {
       case CollectiveKind::kBarrier: done = true; break;
@@ -185,19 +188,29 @@ class GlooBackend final : public Backend {
         publish = done ? bytes : 0;
         break;
       case CollectiveKind::kBroadcast:
-        done = meeting_->Gathers(bytes);
-        data = a.recv;
-        publish = done && rank_ == a.root ? bytes : 0;
-        most = done ? bytes : 0;
+        if (meeting_->ReadsBroadcast(bytes)) {
+          direct = true;
+          data = &announce;
+          publish = most = sizeof announce;
+        } else {
+          data = a.recv;
+          publish = meeting_->Gathers(bytes) && rank_ == a.root ? bytes : 0;
+          most = meeting_->Gathers(bytes) ? bytes : 0;
+        }
+        done = direct || meeting_->Gathers(bytes);
         break;
       default: break;
     }
     Status s = meeting_->Meet(a, data, publish, scale, most, deadline);
+    if (s.ok() && direct) {
+      s = meeting_->ReadBroadcast(a, deadline);
+      if (s.ok()) tune::NoteRun("gloo", CollectiveAlgorithm::kSingleCopy);
+    }
     if (!s.ok()) {
       done = false;
       return s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " (the meeting in shared memory)"));
     }
-    if (done && a.kind != CollectiveKind::kBarrier) {
+    if (done && !direct && a.kind != CollectiveKind::kBarrier) {
       if (a.kind == CollectiveKind::kAllreduce) meeting_->Reduce(a, 0, a.count);
       if (a.kind == CollectiveKind::kAllgather) meeting_->Gather(a, {});
       if (a.kind == CollectiveKind::kBroadcast) meeting_->Broadcast(a);

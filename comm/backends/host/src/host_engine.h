@@ -1,7 +1,7 @@
 // The host backend's engine, private to commkit::comm: one HostBackend per group and rank. Its
 // collectives live in host_backend.cc (dispatch, all-to-all, the calls across hosts),
 // host_reductions.cc (all-reduce, reduce, reduce-scatter) and host_gather.cc (all-gather, gather and
-// the single-copy path, with the check at creation that enables it).
+// the single-copy path; the check at creation that enables it is shm/single_copy.h).
 #pragma once
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include "commkit/comm/tuning.h"
 #include "commkit/common/config.h"
 #include "shm/shm_transport.h"
-#include "single_copy.h"
+#include "shm/single_copy.h"
 #if COMMKIT_HAVE_UCX
 #include "host_remote.h"
 #endif

@@ -7,103 +7,12 @@
 // peer's pages), between threads of one process with memcpy. 2 ranks on the 2-core development
 // machine, 2 MiB pages, 16-256 MiB: staged 4.1-5.2 GB/s busbw, single-copy 5.0-7.4
 // (docs/host-backend.md, "Single-copy all-gather").
-#include <sys/prctl.h>
-#include <sys/types.h>
-#include <sys/uio.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
-#include <random>
-#include <string>
 
 #include "commkit/common/strings.h"
 #include "host_engine.h"
 
 namespace commkit::comm::host {
-
-namespace {
-
-// What a rank announces in its round's inline line: where its block is, in which process.
-struct Announce {
-  std::uint64_t pid;
-  std::uint64_t address;
-};
-static_assert(sizeof(Announce) <= ShmTransport::kInlineBytes);
-
-// Reads `n` bytes at `from` in process `pid` into `to`. process_vm_readv copies at most what one call
-// pins, and a partial count means the rest is still to read.
-Status ReadFrom(pid_t pid, void* to, std::uint64_t from, std::size_t n) {
-  if (pid == ::getpid()) {
-    std::memcpy(to, reinterpret_cast<const void*>(from), n);
-    return Status::Ok();
-  }
-  std::size_t done = 0;
-  while (done < n) {
-    iovec local{static_cast<std::uint8_t*>(to) + done, n - done};
-    iovec remote{reinterpret_cast<void*>(from + done), n - done};
-    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0)
-      return Status::Internal(StrCat("process_vm_readv of ", n - done, " bytes from pid ", pid, " failed: ",
-                                     got < 0 ? std::strerror(errno) : "nothing read"));
-    done += static_cast<std::size_t>(got);
-  }
-  return Status::Ok();
-}
-
-// Under Yama's ptrace_scope 1 (Ubuntu's default) a process may read only its descendants' memory, and
-// ranks are siblings. Like Open MPI's shared-memory transport (for its own process_vm_readv), each
-// rank lets processes of its user read it; scope 2 and 3 still refuse, and the check below sees it.
-void AllowPeerReads() {
-#if defined(PR_SET_PTRACER)
-  (void)::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-#endif
-}
-
-}  // namespace
-
-Result<bool> SingleCopyPossible(const ShmExchange& exchange, int rank, std::string* why_not) {
-  // A value only this rank knows, at an address the peers read: a peer in another pid namespace, or
-  // one the kernel refuses (ptrace_scope, a seccomp filter, no CAP_SYS_PTRACE across users), fails here.
-  AllowPeerReads();
-  std::random_device rd;
-  // 63 bits, so that every field is a non-negative int64 (user-space addresses are below 2^47).
-  const std::uint64_t token =
-      ((std::uint64_t{rd()} << 32) ^ rd() ^ static_cast<std::uint64_t>(::getpid())) & 0x7fffffffffffffffULL;
-  volatile std::uint64_t canary = token;
-  COMMKIT_ASSIGN_OR_RETURN(std::vector<std::string> where,
-                           exchange("single-copy", StrCat(::getpid(), " ", reinterpret_cast<std::uintptr_t>(&canary),
-                                                          " ", token)));
-  std::string verdict = "ok";
-  for (int q = 0; q < static_cast<int>(where.size()) && verdict == "ok"; ++q) {
-    if (q == rank) continue;
-    const std::vector<std::string> f = Split(where[q], ' ');
-    const auto pid = f.size() == 3 ? ParseInt(f[0]) : std::nullopt;
-    const auto address = f.size() == 3 ? ParseInt(f[1]) : std::nullopt;
-    const auto expected = f.size() == 3 ? ParseInt(f[2]) : std::nullopt;
-    if (!pid || !address || !expected) {
-      verdict = StrCat("rank ", q, " announced '", where[q], "'");
-      continue;
-    }
-    std::uint64_t seen = 0;
-    if (Status s = ReadFrom(static_cast<pid_t>(*pid), &seen, static_cast<std::uint64_t>(*address), sizeof seen);
-        !s.ok()) {
-      verdict = StrCat("reading rank ", q, ": ", s.message());
-    } else if (seen != static_cast<std::uint64_t>(*expected)) {
-      verdict = StrCat("rank ", q, "'s pid ", *pid, " is another process here (a different pid namespace)");
-    }
-  }
-  // Every rank must choose alike, and no rank may leave (taking its canary along) before every peer read it.
-  COMMKIT_ASSIGN_OR_RETURN(std::vector<std::string> verdicts, exchange("single-copy-read", verdict));
-  for (int q = 0; q < static_cast<int>(verdicts.size()); ++q) {
-    if (verdicts[q] == "ok") continue;
-    if (why_not != nullptr) *why_not = StrCat("rank ", q, ": ", verdicts[q]);
-    return false;
-  }
-  (void)canary;
-  return true;
-}
 
 Status HostBackend::Gather(const CollectiveArgs& a, Deadline d) {
   const std::size_t e = SizeOf(a.dtype), p = static_cast<std::size_t>(P()), S = t_->slot_bytes();
@@ -141,7 +50,7 @@ Status HostBackend::SingleCopyGather(const CollectiveArgs& a, Deadline d, const 
                                      bool take) {
   auto* recv = static_cast<std::uint8_t*>(a.recv);
   COMMKIT_RETURN_IF_ERROR(t_->Begin(d).status());
-  const Announce own{static_cast<std::uint64_t>(::getpid()), reinterpret_cast<std::uintptr_t>(mine)};
+  const PeerBuffer own = PeerBuffer::Of(mine);
   std::memcpy(t_->InlineData(), &own, sizeof own);
   t_->Post(a.fingerprint);
   if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
@@ -155,16 +64,16 @@ Status HostBackend::SingleCopyGather(const CollectiveArgs& a, Deadline d, const 
         continue;
       }
       if (bytes[q] == 0) continue;
-      Announce peer;
+      PeerBuffer peer;
       std::memcpy(&peer, t_->PeerInline(q), sizeof peer);
-      read = ReadFrom(static_cast<pid_t>(peer.pid), dst, peer.address, bytes[q]);
+      read = ReadPeer(peer, dst, bytes[q]);
       if (!read.ok()) read = Status(read.code(), StrCat("host backend: single-copy ", ToString(a.kind), ": rank ", me(),
                                                         " reading rank ", q, "'s block: ", read.message(),
                                                         " (COMMKIT_TUNE=host.", ToString(a.kind), ":*:flat stages through shared memory)"));
     }
   }
   t_->SignalReduced();
-  COMMKIT_RETURN_IF_ERROR(t_->WaitReduced(d));
+  COMMKIT_RETURN_IF_ERROR(t_->WaitReduced(d, -1, ShmTransport::ReadTime(off[P()])));
   t_->Finish();
   return read;
 }

@@ -195,6 +195,18 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       return Status::Ok();
     }
     case CollectiveKind::kBroadcast: {
+      if (meet && shm_->ReadsBroadcast(Bytes(a, a.count))) {
+        const PeerBuffer announce = SlotMeeting::Announce(a.recv);
+        COMMKIT_RETURN_IF_ERROR(Meet(a, &announce, sizeof announce, 1, sizeof announce));
+        if (Status s = shm_->ReadBroadcast(a, DeadlineFor(a)); !s.ok()) {
+          // A read failed on this rank only, or a wait did: the ranks no longer agree on this call.
+          Status st = s.WithContext(StrCat("on group ", group_));
+          MarkUnusable(st);
+          return st;
+        }
+        tune::NoteRun("mpi", CollectiveAlgorithm::kSingleCopy);
+        return Status::Ok();
+      }
       if (meet) {
         const bool via = ShmGathers(Bytes(a, a.count));
         COMMKIT_RETURN_IF_ERROR(
