@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <set>
 
 #include "commkit/comm/hash_store.h"
@@ -188,96 +189,100 @@ TEST(HostBackend, ReduceScatterInPiecesIsExactForEveryOpAndPlacement) {
   }
 }
 
-// The single-copy all-gather (each rank reads its peers' inputs where they are): forced for every size,
-// ranks as threads (memcpy) and as processes (process_vm_readv); equal and uneven blocks (one empty, one
-// of an odd byte count), in place and not, gather to every root, and calls whose values change, so a
-// block read before its owner wrote it, or from the wrong rank, shows. The run counter proves the path ran.
-TEST(HostBackend, SingleCopyAllgatherIsExactForEveryShapeAndPlacement) {
-  ScopedEnv tune("COMMKIT_TUNE", "host.allgather:*:single_copy");
+// The single-copy all-gather (each rank reads its peers' inputs where they are), forced for every size:
+// equal and uneven blocks (one empty, one of an odd byte count), in place and not, gather to every root,
+// and calls whose values change, so a block read before its owner wrote it, or from the wrong rank, shows.
+// Runs `body` (which counts its calls) with `tune` forcing single-copy, ranks as threads (memcpy) and as
+// processes (process_vm_readv), 2 and 3 of them; the run counter proves the path ran.
+void ForcedSingleCopy(const char* tune, const std::function<void(ProcessGroup&, const char* spec, int& calls)>& body) {
+  ScopedEnv env("COMMKIT_TUNE", tune);
   for (const char* spec : {"host", "host+fork"}) {
     for (int ranks : {2, 3}) {
       RunRanks(spec, ranks, [&](ProcessGroup& pg) {
-        const int p = pg.size(), me = pg.rank();
         const std::uint64_t ran_before = tune::RunCount("host", CollectiveAlgorithm::kSingleCopy);
         int calls = 0;
-        for (int call = 0; call < 3; ++call) {
-          for (std::size_t n : {std::size_t{1}, std::size_t{4099}, std::size_t{300000}}) {
-            for (bool v : {false, true}) {
-              std::vector<std::size_t> counts(p, n);
-              if (v)
-                for (int q = 0; q < p; ++q) counts[q] = q == 1 ? 0 : n + static_cast<std::size_t>(q) * 3;
-              std::vector<std::size_t> off(p + 1, 0);
-              for (int q = 0; q < p; ++q) off[q + 1] = off[q] + counts[q];
-              auto value = [&](int q, std::size_t i) { return static_cast<std::uint8_t>(q * 31 + i * 7 + call); };
-              for (bool in_place : {false, true}) {
-                std::vector<std::uint8_t> mine(counts[me]), all(off[p], 0xEE);
-                for (std::size_t i = 0; i < counts[me]; ++i) mine[i] = value(me, i);
-                if (in_place) std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(off[me]));
-                const void* send = in_place ? all.data() + off[me] : mine.data();
-                if (v) {
-                  COMMKIT_WAIT_OK(pg.Allgatherv(send, all.data(), counts, DataType::kUInt8));
-                } else {
-                  COMMKIT_WAIT_OK(pg.Allgather(send, all.data(), n, DataType::kUInt8));
-                }
-                ++calls;
-                for (int q = 0; q < p; ++q)
-                  for (std::size_t i = 0; i < counts[q]; ++i)
-                    ASSERT_EQ(all[off[q] + i], value(q, i)) << "block " << q << " i=" << i << " n=" << n << (v ? " v" : "")
-                                                            << (in_place ? " in place" : "") << " call " << call
-                                                            << " ranks " << p << " " << spec;
-              }
-            }
-            for (int root = 0; root < p; ++root) {
-              std::vector<float> mine(n), all(n * static_cast<std::size_t>(p), -1.0f);
-              for (std::size_t i = 0; i < n; ++i) mine[i] = static_cast<float>(me * 1000 + static_cast<int>(i % 251) + call);
-              COMMKIT_WAIT_OK(pg.Gather(mine.data(), all.data(), n, DataType::kFloat32, root));
-              ++calls;
-              if (me != root) continue;
-              for (int q = 0; q < p; ++q)
-                for (std::size_t i = 0; i < n; ++i)
-                  ASSERT_EQ(all[static_cast<std::size_t>(q) * n + i], static_cast<float>(q * 1000 + static_cast<int>(i % 251) + call))
-                      << "gather to " << root << " block " << q << " i=" << i << " ranks " << p << " " << spec;
-            }
-          }
-        }
+        body(pg, spec, calls);
         // Threads share the counter: every rank's calls count in it.
-        EXPECT_GE(tune::RunCount("host", CollectiveAlgorithm::kSingleCopy) - ran_before, static_cast<std::uint64_t>(calls));
+        EXPECT_GE(tune::RunCount("host", CollectiveAlgorithm::kSingleCopy) - ran_before,
+                  static_cast<std::uint64_t>(calls));
       });
     }
   }
 }
 
-// The single-copy broadcast (every other rank reads the root's buffer where it is): forced for every
-// size, ranks as threads and as processes, every root, values that change from call to call (a read
-// before the root wrote, or after it returned and wrote again, shows), and an empty broadcast.
-TEST(HostBackend, SingleCopyBroadcastIsExactFromEveryRoot) {
-  ScopedEnv tune("COMMKIT_TUNE", "host.broadcast:*:single_copy");
-  for (const char* spec : {"host", "host+fork"}) {
-    for (int ranks : {2, 3}) {
-      RunRanks(spec, ranks, [&](ProcessGroup& pg) {
-        const int p = pg.size(), me = pg.rank();
-        const std::uint64_t ran_before = tune::RunCount("host", CollectiveAlgorithm::kSingleCopy);
-        int calls = 0;
-        for (int call = 0; call < 3; ++call) {
-          for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{300000}}) {
-            for (int root = 0; root < p; ++root) {
-              auto value = [&](std::size_t i) { return static_cast<std::int32_t>(root * 100003 + static_cast<int>(i) * 7 + call); };
-              std::vector<std::int32_t> buf(n, -1);
-              if (me == root)
-                for (std::size_t i = 0; i < n; ++i) buf[i] = value(i);
-              COMMKIT_WAIT_OK(pg.Broadcast(buf.data(), n, DataType::kInt32, root));
-              calls += n > 0 ? 1 : 0;
-              for (std::size_t i = 0; i < n; ++i)
-                ASSERT_EQ(buf[i], value(i)) << "root " << root << " i=" << i << " n=" << n << " call " << call << " ranks "
-                                            << p << " " << spec;
-              if (me == root) std::fill(buf.begin(), buf.end(), -2);  // the root reuses its buffer at once
+TEST(HostBackend, SingleCopyAllgatherIsExactForEveryShapeAndPlacement) {
+  ForcedSingleCopy("host.allgather:*:single_copy", [](ProcessGroup& pg, const char* spec, int& calls) {
+    const int p = pg.size(), me = pg.rank();
+    for (int call = 0; call < 3; ++call) {
+      for (std::size_t n : {std::size_t{1}, std::size_t{4099}, std::size_t{300000}}) {
+        for (bool v : {false, true}) {
+          std::vector<std::size_t> counts(p, n);
+          if (v)
+            for (int q = 0; q < p; ++q) counts[q] = q == 1 ? 0 : n + static_cast<std::size_t>(q) * 3;
+          std::vector<std::size_t> off(p + 1, 0);
+          for (int q = 0; q < p; ++q) off[q + 1] = off[q] + counts[q];
+          auto value = [&](int q, std::size_t i) { return static_cast<std::uint8_t>(q * 31 + i * 7 + call); };
+          for (bool in_place : {false, true}) {
+            std::vector<std::uint8_t> mine(counts[me]), all(off[p], 0xEE);
+            for (std::size_t i = 0; i < counts[me]; ++i) mine[i] = value(me, i);
+            if (in_place) std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(off[me]));
+            const void* send = in_place ? all.data() + off[me] : mine.data();
+            if (v) {
+              COMMKIT_WAIT_OK(pg.Allgatherv(send, all.data(), counts, DataType::kUInt8));
+            } else {
+              COMMKIT_WAIT_OK(pg.Allgather(send, all.data(), n, DataType::kUInt8));
             }
+            ++calls;
+            for (int q = 0; q < p; ++q)
+              for (std::size_t i = 0; i < counts[q]; ++i)
+                ASSERT_EQ(all[off[q] + i], value(q, i))
+                    << "block " << q << " i=" << i << " n=" << n << (v ? " v" : "") << (in_place ? " in place" : "")
+                    << " call " << call << " ranks " << p << " " << spec;
           }
         }
-        EXPECT_GE(tune::RunCount("host", CollectiveAlgorithm::kSingleCopy) - ran_before, static_cast<std::uint64_t>(calls));
-      });
+        for (int root = 0; root < p; ++root) {
+          std::vector<float> mine(n), all(n * static_cast<std::size_t>(p), -1.0f);
+          for (std::size_t i = 0; i < n; ++i)
+            mine[i] = static_cast<float>(me * 1000 + static_cast<int>(i % 251) + call);
+          COMMKIT_WAIT_OK(pg.Gather(mine.data(), all.data(), n, DataType::kFloat32, root));
+          ++calls;
+          if (me != root) continue;
+          for (int q = 0; q < p; ++q)
+            for (std::size_t i = 0; i < n; ++i)
+              ASSERT_EQ(all[static_cast<std::size_t>(q) * n + i],
+                        static_cast<float>(q * 1000 + static_cast<int>(i % 251) + call))
+                  << "gather to " << root << " block " << q << " i=" << i << " ranks " << p << " " << spec;
+        }
+      }
     }
-  }
+  });
+}
+
+// The single-copy broadcast (every other rank reads the root's buffer where it is), forced for every
+// size: every root, values that change from call to call (a read before the root wrote, or after it
+// returned and wrote again, shows), and an empty broadcast.
+TEST(HostBackend, SingleCopyBroadcastIsExactFromEveryRoot) {
+  ForcedSingleCopy("host.broadcast:*:single_copy", [](ProcessGroup& pg, const char* spec, int& calls) {
+    const int p = pg.size(), me = pg.rank();
+    for (int call = 0; call < 3; ++call) {
+      for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{4099}, std::size_t{300000}}) {
+        for (int root = 0; root < p; ++root) {
+          auto value = [&](std::size_t i) {
+            return static_cast<std::int32_t>(root * 100003 + static_cast<int>(i) * 7 + call);
+          };
+          std::vector<std::int32_t> buf(n, -1);
+          if (me == root)
+            for (std::size_t i = 0; i < n; ++i) buf[i] = value(i);
+          COMMKIT_WAIT_OK(pg.Broadcast(buf.data(), n, DataType::kInt32, root));
+          calls += n > 0 ? 1 : 0;
+          for (std::size_t i = 0; i < n; ++i)
+            ASSERT_EQ(buf[i], value(i)) << "root " << root << " i=" << i << " n=" << n << " call " << call << " ranks "
+                                        << p << " " << spec;
+          if (me == root) std::fill(buf.begin(), buf.end(), -2);  // the root reuses its buffer at once
+        }
+      }
+    }
+  });
 }
 
 // Whether the ranks may read each other is agreed at creation: a peer whose announced memory cannot be
@@ -286,7 +291,8 @@ TEST(HostBackend, SingleCopyBroadcastIsExactFromEveryRoot) {
 TEST(HostBackend, SingleCopyIsOffWhenAPeerCannotBeRead) {
   for (const std::string peer : {"2147483646 4096 77", "self-with-wrong-token", "garbage"}) {
     std::string announced;
-    comm::ShmExchange exchange = [&](std::string_view step, const std::string& mine) -> Result<std::vector<std::string>> {
+    comm::ShmExchange exchange = [&](std::string_view step,
+                                     const std::string& mine) -> Result<std::vector<std::string>> {
       if (step == "single-copy-read") return std::vector<std::string>{mine, "ok"};
       const std::vector<std::string> f = Split(mine, ' ');
       announced = mine;
@@ -299,8 +305,9 @@ TEST(HostBackend, SingleCopyIsOffWhenAPeerCannotBeRead) {
     ASSERT_TRUE(possible.ok()) << possible.status().ToString();
     EXPECT_FALSE(*possible) << peer;
     EXPECT_TRUE(Contains(why, "rank 0: ")) << why;  // rank 0 is the one that could not read
-    EXPECT_TRUE(Contains(why, peer == "garbage" ? "announced 'garbage'"
-                                               : peer == "self-with-wrong-token" ? "another process" : "process_vm_readv"))
+    EXPECT_TRUE(Contains(why, peer == "garbage"                 ? "announced 'garbage'"
+                              : peer == "self-with-wrong-token" ? "another process"
+                                                                : "process_vm_readv"))
         << peer << ": " << why;
   }
   // Two ranks of one process read each other.
@@ -466,8 +473,9 @@ TEST(HostBackend, ADeadRankOnAnotherHostIsNamed) {
 // UCX is loaded when a group spans hosts. A rank whose node lacks it fails with what to install, and
 // the other ranks fail at once with its reason (not after the timeout), all with Unavailable, so that
 // "auto" moves every rank on to the same next backend.
-std::vector<int> ForkTwoHostsWithoutUcxOnRank3(const std::string& backend, const std::function<int(ProcessGroup&)>& body,
-                                               std::string& stderr_text, std::chrono::nanoseconds& took) {
+std::vector<int> ForkTwoHostsWithoutUcxOnRank3(const std::string& backend,
+                                               const std::function<int(ProcessGroup&)>& body, std::string& stderr_text,
+                                               std::chrono::nanoseconds& took) {
   testing::TempDir dir;
   const std::string log = (dir.path() / "ranks.log").string();
   std::fflush(stderr);
@@ -497,17 +505,22 @@ std::vector<int> ForkTwoHostsWithoutUcxOnRank3(const std::string& backend, const
 TEST(HostBackend, ARankWithoutUcxFailsTheGroupAtOnceWithItsReason) {
   std::string text;
   std::chrono::nanoseconds took{};
-  auto codes = ForkTwoHostsWithoutUcxOnRank3("host", [](ProcessGroup&) { return 0; }, text, took);
+  auto codes = ForkTwoHostsWithoutUcxOnRank3(
+      "host", [](ProcessGroup&) { return 0; }, text, took);
   ASSERT_EQ(codes.size(), 4u) << text;
   for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[r], 91) << "rank " << r << " should fail to create the group\n" << text;
   EXPECT_LT(took, 30s) << "the ranks waited for the timeout instead of failing together\n" << text;
-  EXPECT_TRUE(Contains(text, "host backend (UCX), rank 3/4 of world: libucp.so.0 not available (COMMKIT_LIBUCP="
-                             "/nonexistent/libucp.so.0)")) << text;
+  EXPECT_TRUE(Contains(text,
+                       "host backend (UCX), rank 3/4 of world: libucp.so.0 not available (COMMKIT_LIBUCP="
+                       "/nonexistent/libucp.so.0)"))
+      << text;
   EXPECT_TRUE(Contains(text, "install UCX")) << text;
   for (int r = 0; r < 4; ++r) EXPECT_TRUE(Contains(text, StrCat("rank ", r, ": Unavailable: "))) << text;
   for (int r = 0; r < 3; ++r)
-    EXPECT_TRUE(Contains(text, StrCat("host backend (UCX), rank ", r, "/4 of world: rank 3 could not start UCX: "
-                                      "libucp.so.0 not available"))) << text;
+    EXPECT_TRUE(Contains(text, StrCat("host backend (UCX), rank ", r,
+                                      "/4 of world: rank 3 could not start UCX: "
+                                      "libucp.so.0 not available")))
+        << text;
 }
 
 #if COMMKIT_HAVE_GLOO
@@ -519,7 +532,8 @@ TEST(HostBackend, AutoMovesEveryRankToGlooWhenOneNodeLacksUcx) {
       [](ProcessGroup& pg) {
         EXPECT_EQ(pg.backend_name(), "gloo");
         std::vector<float> buf(1000, 1.0f);
-        COMMKIT_EXPECT_OK((*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
+        COMMKIT_EXPECT_OK(
+            (*pg.Allreduce(nullptr, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::Sum()))->Wait());
         EXPECT_EQ(buf[999], 4.0f);
         return ::testing::Test::HasFailure() ? 1 : 0;
       },
