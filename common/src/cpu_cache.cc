@@ -29,4 +29,15 @@ std::optional<CpuCache> LastLevelCache(const SystemView& view, int cpu) {
   return best;
 }
 
+std::string CpuVendor(const SystemView& view) {
+  auto text = view.ReadFile("/proc/cpuinfo", 1 << 20);
+  if (!text.ok()) return "";
+  for (const std::string& line : Split(*text, '\n')) {
+    if (!StartsWith(line, "vendor_id")) continue;
+    const std::size_t colon = line.find(':');
+    return colon == std::string::npos ? "" : std::string(Trim(std::string_view(line).substr(colon + 1)));
+  }
+  return "";
+}
+
 }  // namespace commkit

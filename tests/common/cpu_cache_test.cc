@@ -1,5 +1,6 @@
 // LastLevelCache over captured sysfs trees: the highest data/unified level wins, instruction caches
-// and unreadable entries are skipped, and a tree without cache entries says nothing.
+// and unreadable entries are skipped, and a tree without cache entries says nothing. CpuVendor over
+// captured /proc/cpuinfo files.
 #include "commkit/common/cpu_cache.h"
 
 #include <gtest/gtest.h>
@@ -49,6 +50,18 @@ TEST(CpuCache, SizesInEveryUnitAndBadEntriesSkipped) {
   TempDir bytes_only;
   Cache(bytes_only, 0, 0, "Unified", "2", "524288");
   EXPECT_EQ(LastLevelCache(*SystemView::Replay(bytes_only.path()), 0)->bytes, std::size_t{512} << 10);
+}
+
+TEST(CpuCache, VendorIsTheFirstVendorIdLine) {
+  TempDir intel;
+  intel.Write("proc/cpuinfo", "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n\n"
+                              "processor\t: 1\nvendor_id\t: AuthenticAMD\n");
+  EXPECT_EQ(CpuVendor(*SystemView::Replay(intel.path())), "GenuineIntel");
+  TempDir arm;  // aarch64 prints no vendor_id line
+  arm.Write("proc/cpuinfo", "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n");
+  EXPECT_EQ(CpuVendor(*SystemView::Replay(arm.path())), "");
+  TempDir none;
+  EXPECT_EQ(CpuVendor(*SystemView::Replay(none.path())), "");
 }
 
 }  // namespace

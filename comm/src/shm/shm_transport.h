@@ -47,6 +47,12 @@ struct ShmTransportOptions {
   // false: a rank that arrives first sleeps on the futex at once, without spinning or yielding (the
   // gloo backend: a rank's own library thread may need the core it would spin on); set_busy_wait.
   bool busy_wait = true;
+  // Rounds that move at least this many bytes rotate where they start in the slot (RotatedOffset).
+  // On the AMD development VM small rounds were 15-30% slower rotated (4 KiB: their lines stay in the
+  // writer's L1/L2 between calls); on an Intel Xeon VM rotating from 2 KiB made 4-32 KiB rounds
+  // 10-30% faster, since there a store into a line the peer core still holds waits for its
+  // invalidation (docs/host-backend.md, "Where a round starts in the slot"). DefaultRotateFrom().
+  std::size_t rotate_from = std::size_t{32} << 10;
   std::vector<int> names;              // the rank each local rank is called in messages (empty: the same)
   std::string label = "host backend";  // starts every message ("mpi backend")
   std::string size_setting;            // the setting that decides slot_bytes, named in size errors (may be empty)
@@ -94,12 +100,11 @@ class ShmTransport {
   // of a 64 KiB all-reduce to ~7 GB/s (docs/host-backend.md). Rounds that move at least kRotateFrom
   // bytes therefore start further into the slot from one round to the next, so a line is written again
   // only after both slots (2 MiB by default, twice a core's L2 on the development machine) have passed
-  // through the peers' caches. Below that the data stays in L1/L2 between calls and moving it cost more
-  // than it saved (4 KiB: 15-30% slower), so small rounds start at 0. Every rank gets the same offset
-  // from the same arguments: it depends only on them and on the round number, which all ranks share.
-  static constexpr std::size_t kRotateFrom = 32 << 10;
+  // through the peers' caches. Where that starts is ShmTransportOptions::rotate_from: smaller rounds
+  // start at 0. Every rank gets the same offset from the same arguments: it depends only on them, on
+  // the round number, which all ranks share, and on the options, which the backend sets alike.
   std::size_t RotatedOffset(std::size_t used, std::size_t region, std::size_t moved) const {
-    if (moved < kRotateFrom || used == 0) return 0;
+    if (moved < options_.rotate_from || used == 0) return 0;
     const std::size_t span = (used + 4095) / 4096 * 4096;
     const std::size_t places = region / span;
     return places > 1 ? static_cast<std::size_t>((step_ + 1) / 2 % places) * span : 0;

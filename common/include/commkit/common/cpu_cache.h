@@ -1,9 +1,11 @@
-// The largest cache a CPU sits behind, as sysfs describes it (/sys/devices/system/cpu/cpuN/cache).
-// Read through a SystemView, so a captured machine replays.
+// The largest cache a CPU sits behind, as sysfs describes it (/sys/devices/system/cpu/cpuN/cache), and
+// who made the CPU (/proc/cpuinfo): what the host backend's memory layout depends on. Read through a
+// SystemView, so a captured machine replays.
 #pragma once
 
 #include <cstddef>
 #include <optional>
+#include <string>
 
 #include "commkit/common/system_view.h"
 
@@ -17,5 +19,9 @@ struct CpuCache {
 // The highest-level data or unified cache of `cpu`; nullopt when sysfs does not list one with a
 // readable size (containers that hide /sys, other kernels).
 std::optional<CpuCache> LastLevelCache(const SystemView& view, int cpu);
+
+// The first `vendor_id` of /proc/cpuinfo ("GenuineIntel", "AuthenticAMD"); empty when unreadable or
+// absent (other architectures print no such line).
+std::string CpuVendor(const SystemView& view);
 
 }  // namespace commkit
