@@ -51,7 +51,8 @@ struct ShmTransportOptions {
   // On the AMD development VM small rounds were 15-30% slower rotated (4 KiB: their lines stay in the
   // writer's L1/L2 between calls); on an Intel Xeon VM rotating from 2 KiB made 4-32 KiB rounds
   // 10-30% faster, since there a store into a line the peer core still holds waits for its
-  // invalidation (docs/host-backend.md, "Where a round starts in the slot"). DefaultRotateFrom().
+  // invalidation (docs/host-backend.md, "Where a round starts in the slot"). The host backend chooses
+  // it by CPU vendor (COMMKIT_HOST_ROTATE_BYTES); the meetings move too little data to rotate.
   std::size_t rotate_from = std::size_t{32} << 10;
   std::vector<int> names;              // the rank each local rank is called in messages (empty: the same)
   std::string label = "host backend";  // starts every message ("mpi backend")
@@ -97,12 +98,11 @@ class ShmTransport {
   // of the slot's parts of `region` bytes (the whole slot, or a reduce-scatter's sub-block per rank)
   // and `moved` bytes in all. A slot line a peer read in an earlier call is still in that peer's
   // cache, and a store into it must first invalidate that copy: that alone held the copy into the slot
-  // of a 64 KiB all-reduce to ~7 GB/s (docs/host-backend.md). Rounds that move at least kRotateFrom
-  // bytes therefore start further into the slot from one round to the next, so a line is written again
-  // only after both slots (2 MiB by default, twice a core's L2 on the development machine) have passed
-  // through the peers' caches. Where that starts is ShmTransportOptions::rotate_from: smaller rounds
-  // start at 0. Every rank gets the same offset from the same arguments: it depends only on them, on
-  // the round number, which all ranks share, and on the options, which the backend sets alike.
+  // of a 64 KiB all-reduce to ~7 GB/s (docs/host-backend.md). Rounds that move at least
+  // ShmTransportOptions::rotate_from bytes therefore start further into the slot from one round to the next, so a line
+  // is written again only after both slots (2 MiB by default, twice a core's L2 on the development machine) have passed
+  // through the peers' caches. Smaller rounds start at 0. Every rank gets the same offset from the same arguments: it
+  // depends only on them, on the round number, which all ranks share, and on the options, which the backend sets alike.
   std::size_t RotatedOffset(std::size_t used, std::size_t region, std::size_t moved) const {
     if (moved < options_.rotate_from || used == 0) return 0;
     const std::size_t span = (used + 4095) / 4096 * 4096;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
 namespace commkit::comm {
@@ -13,6 +14,19 @@ namespace commkit::comm {
 std::size_t SlotMeeting::SlotBytesFor(int ranks) {
   const std::size_t per_rank = (std::size_t{8} << 20) / static_cast<std::size_t>(std::max(ranks, 1));
   return std::min<std::size_t>(std::size_t{64} << 10, ShmTransport::SlotBytesWithin(per_rank));
+}
+
+std::unique_ptr<SlotMeeting> SlotMeeting::Create(std::unique_ptr<ShmTransport> transport, const ShmExchange& exchange,
+                                                 std::string_view who, std::string_view library) {
+  const int rank = transport->rank();
+  std::string why_not;
+  auto readable = SingleCopyPossible(exchange, rank, &why_not);
+  if (!readable.ok()) why_not = readable.status().message();
+  const bool single_copy = readable.ok() && *readable;
+  if (!single_copy && rank == 0)
+    COMMKIT_LOG_INFO(who, ": broadcasts beyond ", kGatherMaxBytes, " bytes go through ", library,
+                     " (the ranks cannot read each other's memory: ", why_not, ")");
+  return std::make_unique<SlotMeeting>(std::move(transport), single_copy);
 }
 
 Status SlotMeeting::Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale, std::size_t most,
@@ -77,8 +91,7 @@ Status SlotMeeting::ReadBroadcast(const CollectiveArgs& a, Deadline deadline) {
   }
   // The second phase: the root's buffer stays untouched until its last reader is done.
   t_->SignalReduced();
-  if (Status waited = t_->WaitReduced(deadline, -1, ShmTransport::ReadTime(a.count * SizeOf(a.dtype)));
-      !waited.ok()) {
+  if (Status waited = t_->WaitReduced(deadline, -1, ShmTransport::ReadTime(a.count * SizeOf(a.dtype))); !waited.ok()) {
     open_ = false;  // the transport told the peers; the round is abandoned, not finished
     return waited;
   }

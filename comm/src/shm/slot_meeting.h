@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "commkit/comm/backend.h"
@@ -22,8 +23,13 @@ class SlotMeeting {
   using Deadline = ShmTransport::Deadline;
 
   // `single_copy`: every rank may read every peer's memory (SingleCopyPossible, shm/single_copy.h).
-  explicit SlotMeeting(std::unique_ptr<ShmTransport> transport, bool single_copy = false)
+  SlotMeeting(std::unique_ptr<ShmTransport> transport, bool single_copy)
       : t_(std::move(transport)), single_copy_(single_copy) {}
+  // The meeting over a connected transport, after asking every rank over `exchange` (collective)
+  // whether the ranks may read each other's memory. Where not, rank 0 logs why at info level, naming
+  // `who` and the `library` its broadcasts beyond the slots then go through.
+  static std::unique_ptr<SlotMeeting> Create(std::unique_ptr<ShmTransport> transport, const ShmExchange& exchange,
+                                             std::string_view who, std::string_view library);
 
   // Data bytes per slot for a group of `ranks`: 64 KiB, less from about 60 ranks on, so that the
   // group's segments (two slots per rank) stay within 8 MiB of /dev/shm (a container's is often
@@ -62,9 +68,7 @@ class SlotMeeting {
   }
 
   // Rank q's data in the open round.
-  const char* Data(int q) const {
-    return reinterpret_cast<const char*>(inline_ ? t_->PeerInline(q) : t_->Peer(q));
-  }
+  const char* Data(int q) const { return reinterpret_cast<const char*>(inline_ ? t_->PeerInline(q) : t_->Peer(q)); }
   // Results from every rank's data in the open round, into a.recv:
   // `n` elements at byte `off` of every rank's input, reduced (AVG divided, PREMUL_SUM scaled at Meet).
   void Reduce(const CollectiveArgs& a, std::size_t off, std::size_t n) const;

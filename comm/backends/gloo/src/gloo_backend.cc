@@ -170,7 +170,7 @@ class GlooBackend final : public Backend {
     std::size_t publish = 0, most = 0;
     // A broadcast beyond the slots is read from the root's buffer, announced in the meeting.
     bool direct = false;
-    const PeerBuffer announce = SlotMeeting::Announce(a.recv);
+    PeerBuffer announce;
     double scale = 1;
     switch (a.kind) {
       case CollectiveKind::kBarrier: done = true; break;
@@ -190,6 +190,7 @@ class GlooBackend final : public Backend {
       case CollectiveKind::kBroadcast:
         if (meeting_->ReadsBroadcast(bytes)) {
           direct = true;
+          announce = SlotMeeting::Announce(a.recv);  // a getpid() call: only where it is used
           data = &announce;
           publish = most = sizeof announce;
         } else {

@@ -258,17 +258,7 @@ std::unique_ptr<SlotMeeting> ConnectMeeting(const BackendContext& ctx, const std
                      "); mismatched calls are checked with one more all-reduce per collective");
     return nullptr;
   }
-  std::string why_not;
-  auto readable = SingleCopyPossible(StoreExchange(ctx, "gloo/shm/"), ctx.rank, &why_not);
-  if (!readable.ok()) {
-    why_not = readable.status().message();
-  } else if (*readable) {
-    return std::make_unique<SlotMeeting>(std::move(t).value(), true);
-  }
-  if (ctx.rank == 0)
-    COMMKIT_LOG_INFO(who, ": broadcasts beyond ", SlotMeeting::kGatherMaxBytes, " bytes go through Gloo (the ranks "
-                     "cannot read each other's memory: ", why_not, ")");
-  return std::make_unique<SlotMeeting>(std::move(t).value());
+  return SlotMeeting::Create(std::move(t).value(), StoreExchange(ctx, "gloo/shm/"), who, "Gloo");
 }
 
 }  // namespace

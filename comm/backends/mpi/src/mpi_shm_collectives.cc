@@ -60,17 +60,8 @@ std::unique_ptr<SlotMeeting> MpiBackend::ConnectShm() {
                      "); small collectives and the mismatch check cost more");
     return nullptr;
   }
-  std::string why_not;
-  auto readable = SingleCopyPossible(MpiExchange(comm_, size_), rank_, &why_not);
-  if (!readable.ok()) {
-    why_not = readable.status().message();
-  } else if (*readable) {
-    return std::make_unique<SlotMeeting>(std::move(t).value(), true);
-  }
-  if (rank_ == 0)
-    COMMKIT_LOG_INFO("mpi backend: group ", group_, ": broadcasts beyond ", SlotMeeting::kGatherMaxBytes,
-                     " bytes go through MPI (the ranks cannot read each other's memory: ", why_not, ")");
-  return std::make_unique<SlotMeeting>(std::move(t).value());
+  return SlotMeeting::Create(std::move(t).value(), MpiExchange(comm_, size_), StrCat("mpi backend: group ", group_),
+                             "MPI");
 }
 
 Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale, std::size_t most) {
