@@ -1,6 +1,9 @@
 // What each backend can run, and its built-in rules: the long-standing behaviour of the host, gloo
 // and mpi backends, written as table rules (tuning.h, docs/tuning.md).
 #include "defaults.h"
+
+#include <utility>
+
 #include "shm/slot_meeting.h"
 
 #include "commkit/common/strings.h"
@@ -87,23 +90,20 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
                          oversubscribed ? "built-in: sliced above 64 KiB" : "built-in: sliced above 1 KiB"));
     }
     if (shape.nodes == 1 && !oversubscribed) {
-      // Staged for small outputs (one round, data in the cache); single-copy from kSingleCopyFrom, where
-      // staging costs a second pass and a synchronisation per slot. With more ranks than cores neither
-      // led consistently (4 ranks on 2 cores): staged stays (docs/host-backend.md).
-      out.push_back(Make(backend, CollectiveKind::kAllgather, 0, kSingleCopyFrom, A::kFlat,
-                         StrCat("built-in: staged through shared memory below ", HumanBytes(kSingleCopyFrom),
-                                " (docs/host-backend.md)")));
-      out.push_back(Make(backend, CollectiveKind::kAllgather, kSingleCopyFrom, kNoLimit, A::kSingleCopy,
-                         StrCat("built-in: single-copy from ", HumanBytes(kSingleCopyFrom),
-                                " where the ranks may read each other")));
-      // A broadcast's staged round copies in, then out, one after the other: single-copy took 0.6-0.8x
-      // its time from 128 KiB to 1 MiB and tied above (2 ranks; docs/host-backend.md).
-      out.push_back(Make(backend, CollectiveKind::kBroadcast, 0, kBroadcastSingleCopyFrom, A::kFlat,
-                         StrCat("built-in: staged through shared memory below ",
-                                HumanBytes(kBroadcastSingleCopyFrom), " (docs/host-backend.md)")));
-      out.push_back(Make(backend, CollectiveKind::kBroadcast, kBroadcastSingleCopyFrom, kNoLimit, A::kSingleCopy,
-                         StrCat("built-in: single-copy from ", HumanBytes(kBroadcastSingleCopyFrom),
-                                " where the ranks may read each other")));
+      // Staged for small outputs (one round, data in the cache); single-copy from `from`, where staging
+      // costs a second pass and a synchronisation per slot. The all-gather's `from` (4 MiB) is sized by
+      // the whole output; a broadcast's staged round copies in, then out, one after the other, and
+      // single-copy took 0.6-0.8x its time from 128 KiB to 1 MiB and tied above (2 ranks). With more
+      // ranks than cores neither led consistently (4 ranks on 2 cores): staged stays
+      // (docs/host-backend.md).
+      for (const auto& [c, from] : {std::pair{CollectiveKind::kAllgather, kSingleCopyFrom},
+                                    std::pair{CollectiveKind::kBroadcast, kBroadcastSingleCopyFrom}}) {
+        out.push_back(Make(backend, c, 0, from, A::kFlat,
+                           StrCat("built-in: staged through shared memory below ", HumanBytes(from),
+                                  " (docs/host-backend.md)")));
+        out.push_back(Make(backend, c, from, kNoLimit, A::kSingleCopy,
+                           StrCat("built-in: single-copy from ", HumanBytes(from), " where the ranks may read each other")));
+      }
     } else if (shape.nodes == 1) {
       for (CollectiveKind c : {CollectiveKind::kAllgather, CollectiveKind::kBroadcast})
         out.push_back(Make(backend, c, 0, kNoLimit, A::kFlat,
