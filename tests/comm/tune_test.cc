@@ -168,6 +168,18 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   EXPECT_EQ(crowded.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   auto roomy = MustTable("host", {4, 4, 1, 4}, Isolated());
   EXPECT_EQ(roomy.Select(kAll, kHostMem, 2 << 10).algorithm, CollectiveAlgorithm::kSliced);
+  // On Intel CPUs flat reaches 32 KiB (all-reduce) and 64 KiB (reduce); with more ranks than cores
+  // the oversubscribed rule still decides.
+  auto intel = MustTable("host", {2, 2, 1, 2, "GenuineIntel"}, Isolated());
+  EXPECT_EQ(intel.Select(kAll, kHostMem, 32 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(intel.Select(kAll, kHostMem, (32 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
+  EXPECT_EQ(intel.Select(CollectiveKind::kReduce, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(intel.Select(CollectiveKind::kReduce, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
+  EXPECT_EQ(MustTable("host", {2, 2, 1, 2, "AuthenticAMD"}, Isolated()).Select(kAll, kHostMem, 2 << 10).algorithm,
+            CollectiveAlgorithm::kSliced);
+  auto intel_crowded = MustTable("host", {4, 4, 1, 2, "GenuineIntel"}, Isolated());
+  EXPECT_EQ(intel_crowded.Select(CollectiveKind::kReduce, kHostMem, (64 << 10) + 1).algorithm,
+            CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(kAll, kHostMem, 8).source, Source::kDefault);
   // gloo within a node: up to a slot in the shared-memory meeting, then Gloo's algorithms.
   auto gloo2 = MustTable("gloo", {2, 2, 1}, Isolated());

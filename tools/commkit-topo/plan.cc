@@ -27,6 +27,9 @@ int RunTopoPlan(const TopoPlanArgs& args, const topology::ProbeReport& report) {
   shape.ranks = args.ranks;
   shape.nodes = args.nodes;
   shape.ranks_per_node = args.ranks_per_node > 0 ? args.ranks_per_node : (args.ranks + args.nodes - 1) / args.nodes;
+  // The host backend's built-in rules follow the CPU vendor: the probed (or captured) machine's.
+  for (topology::NodeId c : report.topology.Cpus())
+    if (shape.cpu_vendor.empty()) shape.cpu_vendor = report.topology.node(c).cpu.vendor;
 
   // The network between nodes as this machine's (or the capture's) NICs give it.
   const topology::ClusterShape cluster =

@@ -75,19 +75,25 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
   std::vector<Rule> out;
   if (backend == "host") {
     // Within a host: every rank reduces everything from the slots while that is cheaper than the
-    // extra synchronisation of slicing. Since slicing stopped staging a rank's own slice it wins from
-    // 2 KiB on with a core per rank (2 ranks, interleaved runs on the 2-core machine). With more ranks
-    // than cores every synchronisation is a sleep and a wake-up, and flat wins up to 64 KiB (4 ranks
-    // on 2 cores; docs/host-backend.md).
+    // extra synchronisation of slicing. With more ranks than cores every synchronisation is a sleep
+    // and a wake-up, and flat wins up to 64 KiB (4 ranks on 2 cores). With a core per rank (2 ranks,
+    // interleaved runs) the boundary follows the CPU: on the AMD VM sliced won from 2 KiB; on an Intel
+    // Xeon VM, where rounds rotate in the slot from 2 KiB, flat took 0.8-0.9x sliced's time from 2 to
+    // 32 KiB in the all-reduce and 0.55-0.75x up to 32 KiB in the reduce (whose non-roots only copy
+    // in), tied at 64-256 KiB and lost from 1 MiB (docs/host-backend.md, "Flat or sliced").
     const bool oversubscribed = shape.cores_per_node > 0 && shape.ranks_per_node > shape.cores_per_node;
-    const std::size_t flat = oversubscribed ? std::size_t{64} << 10 : std::size_t{1} << 10;
-    const std::string why = StrCat("built-in: flat up to ", oversubscribed ? "64 KiB with more ranks than cores" : "1 KiB",
-                                   " (docs/host-backend.md)");
+    const bool intel = shape.cpu_vendor == "GenuineIntel";
     for (CollectiveKind c : {CollectiveKind::kAllreduce, CollectiveKind::kReduce}) {
       if (c == CollectiveKind::kAllreduce && shape.nodes > 1) continue;
-      out.push_back(Make(backend, c, 0, flat + 1, A::kFlat, why));
+      const std::size_t flat = oversubscribed ? std::size_t{64} << 10
+                               : intel        ? (c == CollectiveKind::kReduce ? std::size_t{64} : 32) << 10
+                                              : std::size_t{1} << 10;
+      const std::string where = oversubscribed ? " with more ranks than cores" : intel ? " on Intel CPUs" : "";
+      out.push_back(Make(backend, c, 0, flat + 1, A::kFlat,
+                         StrCat("built-in: flat up to ", HumanBytes(static_cast<double>(flat)), where,
+                                " (docs/host-backend.md)")));
       out.push_back(Make(backend, c, flat + 1, kNoLimit, A::kSliced,
-                         oversubscribed ? "built-in: sliced above 64 KiB" : "built-in: sliced above 1 KiB"));
+                         StrCat("built-in: sliced above ", HumanBytes(static_cast<double>(flat)), where)));
     }
     if (shape.nodes == 1 && !oversubscribed) {
       // Staged for small outputs (one round, data in the cache); single-copy from `from`, where staging

@@ -224,7 +224,8 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   options.spin = std::chrono::microseconds(spin_us);
   // Where rounds start rotating in the slot (ShmTransportOptions::rotate_from): 2 KiB on Intel CPUs,
   // 32 KiB elsewhere, as measured on one VM of each. Every rank of a host reads the same CPU.
-  const bool intel = CpuVendor(*SystemView::Live()) == "GenuineIntel";
+  const std::string vendor = CpuVendor(*SystemView::Live());
+  const bool intel = vendor == "GenuineIntel";
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t rotate, EnvIntOr("COMMKIT_HOST_ROTATE_BYTES", intel ? 2048 : 32768, 0,
                                                          std::int64_t{1} << 40));
   options.rotate_from = static_cast<std::size_t>(rotate);
@@ -251,7 +252,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   auto table = tune::Table::ForBackend(
       "host", context,
       {context.size, static_cast<int>(most), static_cast<int>(hosts.size()),
-       static_cast<int>(std::thread::hardware_concurrency())});
+       static_cast<int>(std::thread::hardware_concurrency()), vendor});
   if (!table.ok()) return table.status().WithContext(who);
   if (hosts.size() == 1) {
     COMMKIT_ASSIGN_OR_RETURN(auto transport, ShmTransport::Connect(context.rank, context.size, context.group_name,

@@ -54,6 +54,7 @@ struct GroupShape {
   int ranks_per_node = 1;  // the most ranks on any node
   int nodes = 1;
   int cores_per_node = 0;  // hardware threads of a node (0: unknown); more ranks than that wait by sleeping
+  std::string cpu_vendor;  // the nodes' CPU vendor id ("GenuineIntel", "AuthenticAMD"; empty: unknown)
 };
 
 inline constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
