@@ -240,6 +240,54 @@ TEST_P(PgConformance, ReduceScatterAndAlltoall) {
   });
 }
 
+// Back-to-back calls whose sizes cross the backends' internal boundaries: the round's header line
+// (48 B), where rounds start rotating in the shared-memory slots (2 KiB on Intel CPUs, 32 KiB
+// elsewhere: ShmTransport::RotatedOffset, in the host backend's slots and the mpi and gloo backends'
+// meetings alike), the meetings' 16 and 64 KiB, a slot, the flat/sliced and staged/single-copy
+// switches. Every call's values differ from every other call's, so data an earlier call left at
+// another offset, or a rank that landed on a different offset, shows up as a wrong value.
+inline void BackToBackChangingSizes(ProcessGroup& pg) {
+  const std::vector<std::size_t> counts = {8,      512,  1000, 3000,  8 << 10, 10 << 10,
+                                           1,      25000, 7 << 10, 70000, 16 << 10, 300000};
+  const int P = pg.size(), r = pg.rank();
+  const auto t = DataType::kInt32;
+  for (int call = 0; call < 2 * static_cast<int>(counts.size()); ++call) {
+    const std::size_t n = counts[static_cast<std::size_t>(call) % counts.size()];
+    Buffer in(t, n), out(t, n);
+    for (std::size_t i = 0; i < n; ++i) in.set(i, (r + 1) * 1000 + static_cast<int>(i % 97) + call);
+    COMMKIT_WAIT_OK(pg.Allreduce(in.data(), out.data(), n, t, ReduceOp::Sum()));
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(out.at(i), 1000 * P * (P + 1) / 2 + P * (static_cast<int>(i % 97) + call))
+          << "allreduce call " << call << " n=" << n << " i=" << i << " ranks " << P;
+    const std::size_t m = std::max<std::size_t>(1, n / static_cast<std::size_t>(P));
+    Buffer mine(t, m), all(t, m * static_cast<std::size_t>(P));
+    for (std::size_t i = 0; i < m; ++i) mine.set(i, r * 7 + static_cast<int>(i % 13) + call);
+    COMMKIT_WAIT_OK(pg.Allgather(mine.data(), all.data(), m, t));
+    for (int q = 0; q < P; ++q)
+      for (std::size_t i = 0; i < m; ++i)
+        ASSERT_EQ(all.at(static_cast<std::size_t>(q) * m + i), q * 7 + static_cast<int>(i % 13) + call)
+            << "allgather call " << call << " block " << q << " i=" << i << " ranks " << P;
+    // reduce-scatter: block q of rank r's input holds r + q + i % 11 + call.
+    Buffer blocks(t, m * static_cast<std::size_t>(P)), part(t, m);
+    for (int q = 0; q < P; ++q)
+      for (std::size_t i = 0; i < m; ++i)
+        blocks.set(static_cast<std::size_t>(q) * m + i, r + q + static_cast<int>(i % 11) + call);
+    COMMKIT_WAIT_OK(pg.ReduceScatter(blocks.data(), part.data(), m, t, ReduceOp::Sum()));
+    for (std::size_t i = 0; i < m; ++i)
+      ASSERT_EQ(part.at(i), P * (P - 1) / 2 + P * (r + static_cast<int>(i % 11) + call))
+          << "reduce_scatter call " << call << " i=" << i << " ranks " << P;
+    const int root = call % P;
+    Buffer b(t, n);
+    for (std::size_t i = 0; i < n; ++i) b.set(i, r == root ? root * 5 + static_cast<int>(i % 11) + call : -1);
+    COMMKIT_WAIT_OK(pg.Broadcast(b.data(), n, t, root));
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(b.at(i), root * 5 + static_cast<int>(i % 11) + call)
+          << "broadcast call " << call << " n=" << n << " i=" << i << " root " << root << " ranks " << P;
+  }
+}
+
+TEST_P(PgConformance, BackToBackCallsOfChangingSizesStayExact) { RunRanks(backend(), ranks(), BackToBackChangingSizes); }
+
 TEST_P(PgConformance, BarrierSendRecvAndSplit) {
   RunRanks(backend(), ranks(), [&](ProcessGroup& pg) {
     const int p = pg.size(), me = pg.rank();

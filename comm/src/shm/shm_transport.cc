@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "commkit/common/cpu_cache.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
@@ -331,6 +332,15 @@ void ShmTransport::Abort(std::string_view reason) {
 }
 
 // ---------------------------------------------------------------------------------------------------
+
+std::size_t RotateFromFor(std::string_view cpu_vendor) {
+  return cpu_vendor == "GenuineIntel" ? std::size_t{2} << 10 : std::size_t{32} << 10;
+}
+
+std::size_t RotateFromForThisCpu() {
+  static const std::size_t from = RotateFromFor(CpuVendor(*SystemView::Live()));
+  return from;
+}
 
 ShmExchange StoreExchange(const BackendContext& ctx, std::string prefix) {
   return [store = ctx.store, rank = ctx.rank, size = ctx.size, timeout = ctx.timeout, prefix = std::move(prefix)](

@@ -51,13 +51,19 @@ struct ShmTransportOptions {
   // On the AMD development VM small rounds were 15-30% slower rotated (4 KiB: their lines stay in the
   // writer's L1/L2 between calls); on an Intel Xeon VM rotating from 2 KiB made 4-32 KiB rounds
   // 10-30% faster, since there a store into a line the peer core still holds waits for its
-  // invalidation (docs/host-backend.md, "Where a round starts in the slot"). The host backend chooses
-  // it by CPU vendor (COMMKIT_HOST_ROTATE_BYTES); the meetings move too little data to rotate.
+  // invalidation (docs/host-backend.md, "Where a round starts in the slot"). Every backend starts
+  // from RotateFromFor(its CPU's vendor); the host backend's COMMKIT_HOST_ROTATE_BYTES overrides it.
   std::size_t rotate_from = std::size_t{32} << 10;
   std::vector<int> names;              // the rank each local rank is called in messages (empty: the same)
   std::string label = "host backend";  // starts every message ("mpi backend")
   std::string size_setting;            // the setting that decides slot_bytes, named in size errors (may be empty)
 };
+
+// ShmTransportOptions::rotate_from for a CPU of this vendor ("GenuineIntel", as /proc/cpuinfo's vendor_id
+// says; CpuVendor in common/cpu_cache.h): 2 KiB on Intel, 32 KiB elsewhere, one VM of each measured.
+std::size_t RotateFromFor(std::string_view cpu_vendor);
+// The same for the CPU this process runs on (read once).
+std::size_t RotateFromForThisCpu();
 
 // Every rank passes its string and gets every rank's, in rank order; collective and blocking
 // (bounded by the group's timeout where the medium allows). `step` names the exchange ("id",

@@ -35,7 +35,8 @@ Status SlotMeeting::Meet(const CollectiveArgs& a, const void* data, std::size_t 
   auto slot = t_->Begin(deadline);
   if (!slot.ok()) return slot.status();
   inline_ = std::max(bytes, most) <= ShmTransport::kInlineBytes;
-  std::uint8_t* mine = inline_ ? t_->InlineData() : *slot;
+  rot_ = inline_ ? 0 : t_->RotatedOffset(std::max(bytes, most));
+  std::uint8_t* mine = inline_ ? t_->InlineData() : *slot + rot_;
   if (bytes > 0) {
     std::memcpy(mine, data, bytes);
     if (scale != 1) ScaleInPlace(a.dtype, mine, bytes / SizeOf(a.dtype), scale);

@@ -222,12 +222,12 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   // on the development VM (docs/host-backend.md, "Waiting").
   COMMKIT_ASSIGN_OR_RETURN(std::int64_t spin_us, EnvIntOr("COMMKIT_HOST_SPIN_US", 250, 0, 10'000'000));
   options.spin = std::chrono::microseconds(spin_us);
-  // Where rounds start rotating in the slot (ShmTransportOptions::rotate_from): 2 KiB on Intel CPUs,
-  // 32 KiB elsewhere, as measured on one VM of each. Every rank of a host reads the same CPU.
+  // Where rounds start rotating in the slot (ShmTransportOptions::rotate_from): by CPU vendor
+  // (RotateFromFor). Every rank of a host reads the same CPU.
   const std::string vendor = CpuVendor(*SystemView::Live());
-  const bool intel = vendor == "GenuineIntel";
-  COMMKIT_ASSIGN_OR_RETURN(std::int64_t rotate, EnvIntOr("COMMKIT_HOST_ROTATE_BYTES", intel ? 2048 : 32768, 0,
-                                                         std::int64_t{1} << 40));
+  COMMKIT_ASSIGN_OR_RETURN(std::int64_t rotate,
+                           EnvIntOr("COMMKIT_HOST_ROTATE_BYTES", static_cast<std::int64_t>(RotateFromFor(vendor)), 0,
+                                    std::int64_t{1} << 40));
   options.rotate_from = static_cast<std::size_t>(rotate);
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
   // HostBackend::Streams(): the cache of the CPU this rank starts on (no streaming when sysfs does not say).

@@ -52,6 +52,7 @@ std::unique_ptr<SlotMeeting> MpiBackend::ConnectShm() {
   // off the core (4 ranks on 2 cores: 107 µs per 8-byte all-reduce spinning for 100 µs, 4 µs yielding).
   options.spin = spin_;
   options.label = "mpi backend";
+  options.rotate_from = RotateFromForThisCpu();
   // Every step's outcome is exchanged before any rank acts on it: all ranks get the transport, or
   // none does.
   auto t = ShmTransport::Connect(rank_, size_, group_, MpiExchange(comm_, size_), options);
