@@ -80,7 +80,7 @@ void AddPredictions(const PredictionModel& model, std::vector<ResultRow>& rows) 
     auto key = std::make_pair(row.backend, row.nranks);
     if (!tables.contains(key)) {
       tune::TableOptions o;
-      auto t = tune::Table::ForGroup(row.backend, {row.nranks, row.nranks, 1}, o);
+      auto t = tune::Table::ForGroup(row.backend, tune::LocalGroupShape(row.nranks, row.nranks, 1), o);
       tables[key] = t.ok() ? std::optional<tune::Table>(std::move(*t)) : std::nullopt;
     }
     std::string_view modelled = row.backend;
@@ -115,7 +115,7 @@ Result<std::string> PlanOutput(const BenchOptions& options, int nranks) {
   for (const std::string& requested : options.backends) {
     const std::string backend = requested == "auto" ? AutoBackendName() : requested;
     tune::TableOptions o;
-    auto table = tune::Table::ForGroup(backend, {nranks, nranks, 1}, o);
+    auto table = tune::Table::ForGroup(backend, tune::LocalGroupShape(nranks, nranks, 1), o);
     if (!table.ok()) return table.status().WithContext("commkit-bench --plan");
     for (const std::string& n : table->notes()) notes.push_back(StrCat(backend, ": ", n));
     std::vector<tune::PlanRow> rows =

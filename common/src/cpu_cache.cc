@@ -40,4 +40,9 @@ std::string CpuVendor(const SystemView& view) {
   return "";
 }
 
+const std::string& ThisCpuVendor() {
+  static const std::string vendor = CpuVendor(*SystemView::Live());
+  return vendor;
+}
+
 }  // namespace commkit

@@ -14,7 +14,6 @@
 #include <random>
 #include <thread>
 
-#include "commkit/common/cpu_cache.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 
@@ -335,11 +334,6 @@ void ShmTransport::Abort(std::string_view reason) {
 
 std::size_t RotateFromFor(std::string_view cpu_vendor) {
   return cpu_vendor == "GenuineIntel" ? std::size_t{2} << 10 : std::size_t{32} << 10;
-}
-
-std::size_t RotateFromForThisCpu() {
-  static const std::size_t from = RotateFromFor(CpuVendor(*SystemView::Live()));
-  return from;
 }
 
 ShmExchange StoreExchange(const BackendContext& ctx, std::string prefix) {

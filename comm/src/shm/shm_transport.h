@@ -62,8 +62,6 @@ struct ShmTransportOptions {
 // ShmTransportOptions::rotate_from for a CPU of this vendor ("GenuineIntel", as /proc/cpuinfo's vendor_id
 // says; CpuVendor in common/cpu_cache.h): 2 KiB on Intel, 32 KiB elsewhere, one VM of each measured.
 std::size_t RotateFromFor(std::string_view cpu_vendor);
-// The same for the CPU this process runs on (read once).
-std::size_t RotateFromForThisCpu();
 
 // Every rank passes its string and gets every rank's, in rank order; collective and blocking
 // (bounded by the group's timeout where the medium allows). `step` names the exchange ("id",

@@ -4,7 +4,9 @@
 #include <atomic>
 #include <mutex>
 #include <cmath>
+#include <thread>
 
+#include "commkit/common/cpu_cache.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
 #include "defaults.h"
@@ -138,6 +140,10 @@ std::vector<Rule> CalibrationRules(std::string_view backend, const GroupShape& s
       if (out[i].collective == out[i - 1].collective) out[i].min_bytes = out[i - 1].max_bytes;
   }
   return out;
+}
+
+GroupShape LocalGroupShape(int ranks, int ranks_per_node, int nodes) {
+  return {ranks, ranks_per_node, nodes, static_cast<int>(std::thread::hardware_concurrency()), ThisCpuVendor()};
 }
 
 Result<Table> Table::ForBackend(std::string_view backend, const BackendContext& ctx, const GroupShape& shape) {

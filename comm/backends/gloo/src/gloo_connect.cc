@@ -20,6 +20,7 @@
 
 #include "commkit/comm/gloo/gloo_backend.h"
 #include "commkit/comm/registry.h"
+#include "commkit/common/cpu_cache.h"
 #include "commkit/common/env.h"
 #include "commkit/common/log.h"
 #include "commkit/common/shm_segment.h"
@@ -246,7 +247,7 @@ std::unique_ptr<SlotMeeting> ConnectMeeting(const BackendContext& ctx, const std
   options.slot_bytes = SlotMeeting::SlotBytesFor(ctx.size);  // small collectives travel here (kFlat)
   options.ring_bytes = 0;   // send/recv go over Gloo
   options.label = "gloo backend";
-  options.rotate_from = RotateFromForThisCpu();
+  options.rotate_from = RotateFromFor(ThisCpuVendor());
   // After a Gloo call a rank that arrives first sleeps on the futex at once instead of spinning or
   // yielding: ring all-reduces (unbound buffers on the event-loop threads) then took 4 ms per call from
   // 16 B to 1 MiB at 2 ranks, against 150-400 us without spinning (docs/gloo-algorithms.md). A Gloo

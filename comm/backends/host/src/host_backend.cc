@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 
 #include "commkit/comm/prefix_store.h"
 #include "commkit/common/cpu_cache.h"
@@ -224,10 +223,9 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   options.spin = std::chrono::microseconds(spin_us);
   // Where rounds start rotating in the slot (ShmTransportOptions::rotate_from): by CPU vendor
   // (RotateFromFor). Every rank of a host reads the same CPU.
-  const std::string vendor = CpuVendor(*SystemView::Live());
-  COMMKIT_ASSIGN_OR_RETURN(std::int64_t rotate,
-                           EnvIntOr("COMMKIT_HOST_ROTATE_BYTES", static_cast<std::int64_t>(RotateFromFor(vendor)), 0,
-                                    std::int64_t{1} << 40));
+  COMMKIT_ASSIGN_OR_RETURN(std::int64_t rotate, EnvIntOr("COMMKIT_HOST_ROTATE_BYTES",
+                                                         static_cast<std::int64_t>(RotateFromFor(ThisCpuVendor())), 0,
+                                                         std::int64_t{1} << 40));
   options.rotate_from = static_cast<std::size_t>(rotate);
   const std::string who = StrCat("host backend, rank ", context.rank, "/", context.size, " of ", context.group_name);
   // HostBackend::Streams(): the cache of the CPU this rank starts on (no streaming when sysfs does not say).
@@ -250,9 +248,7 @@ Result<std::unique_ptr<Backend>> CreateHostBackend(const BackendContext& context
   std::size_t most = 0;
   for (const auto& h : hosts) most = std::max(most, h.size());
   auto table = tune::Table::ForBackend(
-      "host", context,
-      {context.size, static_cast<int>(most), static_cast<int>(hosts.size()),
-       static_cast<int>(std::thread::hardware_concurrency()), vendor});
+      "host", context, tune::LocalGroupShape(context.size, static_cast<int>(most), static_cast<int>(hosts.size())));
   if (!table.ok()) return table.status().WithContext(who);
   if (hosts.size() == 1) {
     COMMKIT_ASSIGN_OR_RETURN(auto transport, ShmTransport::Connect(context.rank, context.size, context.group_name,

@@ -1,5 +1,6 @@
 // The mpi backend's meeting in the shared-memory slots (comm/src/shm/slot_meeting.h): its creation
 // (MPI collectives are the exchange) and what a failed meeting means for the group.
+#include "commkit/common/cpu_cache.h"
 #include "mpi_backend_impl.h"
 
 namespace commkit::comm::mpi {
@@ -52,7 +53,7 @@ std::unique_ptr<SlotMeeting> MpiBackend::ConnectShm() {
   // off the core (4 ranks on 2 cores: 107 µs per 8-byte all-reduce spinning for 100 µs, 4 µs yielding).
   options.spin = spin_;
   options.label = "mpi backend";
-  options.rotate_from = RotateFromForThisCpu();
+  options.rotate_from = RotateFromFor(ThisCpuVendor());
   // Every step's outcome is exchanged before any rank acts on it: all ranks get the transport, or
   // none does.
   auto t = ShmTransport::Connect(rank_, size_, group_, MpiExchange(comm_, size_), options);

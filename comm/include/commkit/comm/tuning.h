@@ -56,6 +56,9 @@ struct GroupShape {
   int cores_per_node = 0;  // hardware threads of a node (0: unknown); more ranks than that wait by sleeping
   std::string cpu_vendor;  // the nodes' CPU vendor id ("GenuineIntel", "AuthenticAMD"; empty: unknown)
 };
+// A group of `ranks` on nodes like this machine: its hardware threads and CPU vendor filled in, as the
+// host backend builds its table, so that a plan or prediction made here shows what a backend runs.
+GroupShape LocalGroupShape(int ranks, int ranks_per_node, int nodes);
 
 inline constexpr std::size_t kNoLimit = std::numeric_limits<std::size_t>::max();
 

@@ -23,5 +23,7 @@ std::optional<CpuCache> LastLevelCache(const SystemView& view, int cpu);
 // The first `vendor_id` of /proc/cpuinfo ("GenuineIntel", "AuthenticAMD"); empty when unreadable or
 // absent (other architectures print no such line).
 std::string CpuVendor(const SystemView& view);
+// CpuVendor of the machine this process runs on, read once.
+const std::string& ThisCpuVendor();
 
 }  // namespace commkit
