@@ -168,9 +168,12 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   EXPECT_EQ(crowded.Select(kAll, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   auto roomy = MustTable("host", {4, 4, 1, 4}, Isolated());
   EXPECT_EQ(roomy.Select(kAll, kHostMem, 2 << 10).algorithm, CollectiveAlgorithm::kSliced);
-  // On Intel CPUs flat reaches 32 KiB (all-reduce) and 64 KiB (reduce); with more ranks than cores
-  // the oversubscribed rule still decides.
+  // On Intel CPUs flat reaches 32 KiB (all-reduce) and 64 KiB (reduce), and the all-gather reads its
+  // peers from 32 KiB of output (elsewhere 4 MiB); with more ranks than cores the oversubscribed rule decides.
   auto intel = MustTable("host", {2, 2, 1, 2, "GenuineIntel"}, Isolated());
+  EXPECT_EQ(intel.Select(CollectiveKind::kAllgather, kHostMem, 32 << 10).algorithm, CollectiveAlgorithm::kSingleCopy);
+  EXPECT_EQ(intel.Select(CollectiveKind::kAllgather, kHostMem, (32 << 10) - 1).algorithm, CollectiveAlgorithm::kFlat);
+  EXPECT_EQ(host.Select(CollectiveKind::kAllgather, kHostMem, 2 << 20).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(intel.Select(kAll, kHostMem, 32 << 10).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(intel.Select(kAll, kHostMem, (32 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(intel.Select(CollectiveKind::kReduce, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);

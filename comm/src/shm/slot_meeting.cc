@@ -41,6 +41,7 @@ Status SlotMeeting::Meet(const CollectiveArgs& a, const void* data, std::size_t 
     std::memcpy(mine, data, bytes);
     if (scale != 1) ScaleInPlace(a.dtype, mine, bytes / SizeOf(a.dtype), scale);
   }
+  input_ = scale == 1 ? data : nullptr;
   t_->Post(a.fingerprint);
   Status s = t_->WaitPosted(deadline);
   if (s.ok()) {
@@ -69,15 +70,28 @@ void SlotMeeting::Reduce(const CollectiveArgs& a, std::size_t off, std::size_t n
 void SlotMeeting::Gather(const CollectiveArgs& a, std::span<const std::size_t> offsets) const {
   char* out = static_cast<char*>(a.recv);
   const std::size_t block = a.count * SizeOf(a.dtype);
-  for (int q = 0; q < size(); ++q) {
-    const std::size_t off = offsets.empty() ? block * static_cast<std::size_t>(q) : offsets[q];
-    const std::size_t bytes = offsets.empty() ? block : offsets[q + 1] - offsets[q];
-    if (bytes > 0) std::memcpy(out + off, Data(q), bytes);
-  }
+  auto off = [&](int q) { return offsets.empty() ? block * static_cast<std::size_t>(q) : offsets[q]; };
+  auto bytes = [&](int q) { return offsets.empty() ? block : offsets[q + 1] - offsets[q]; };
+  // This rank's block from its input, first: an input at the buffer's start (send == recv) is
+  // overwritten by rank 0's block next.
+  const bool own = input_ != nullptr;
+  if (own && bytes(rank()) > 0 && out + off(rank()) != input_) std::memmove(out + off(rank()), input_, bytes(rank()));
+  for (int q = 0; q < size(); ++q)
+    if (bytes(q) > 0 && (q != rank() || !own)) std::memcpy(out + off(q), Data(q), bytes(q));
 }
 
 void SlotMeeting::Broadcast(const CollectiveArgs& a) const {
   if (rank() != a.root) std::memcpy(a.recv, Data(a.root), a.count * SizeOf(a.dtype));
+}
+
+Status SlotMeeting::ReleaseAfterReads(Status read, std::size_t bytes, Deadline deadline) {
+  t_->SignalReduced();
+  if (Status waited = t_->WaitReduced(deadline, -1, ShmTransport::ReadTime(bytes)); !waited.ok()) {
+    open_ = false;  // the transport told the peers; the round is abandoned, not finished
+    return waited;
+  }
+  Close();
+  return read;
 }
 
 Status SlotMeeting::ReadBroadcast(const CollectiveArgs& a, Deadline deadline) {
@@ -90,14 +104,42 @@ Status SlotMeeting::ReadBroadcast(const CollectiveArgs& a, Deadline deadline) {
       read = Status(read.code(), StrCat("broadcast #", a.sequence, ": rank ", rank(), " reading root ", a.root,
                                         "'s buffer: ", read.message()));
   }
-  // The second phase: the root's buffer stays untouched until its last reader is done.
-  t_->SignalReduced();
-  if (Status waited = t_->WaitReduced(deadline, -1, ShmTransport::ReadTime(a.count * SizeOf(a.dtype))); !waited.ok()) {
-    open_ = false;  // the transport told the peers; the round is abandoned, not finished
-    return waited;
+  return ReleaseAfterReads(std::move(read), a.count * SizeOf(a.dtype), deadline);
+}
+
+const void* SlotMeeting::GatherInput(const CollectiveArgs& a, std::span<const std::size_t> offsets, int rank) {
+  char* out = static_cast<char*>(a.recv);
+  char* mine = out + offsets[rank];
+  const std::size_t bytes = offsets[rank + 1] - offsets[rank];
+  const char* in = a.send != nullptr ? static_cast<const char*>(a.send) : mine;
+  if (in != mine && bytes > 0 && in < out + offsets.back() && out < in + bytes) {
+    std::memmove(mine, in, bytes);
+    return mine;
   }
-  Close();
-  return read;
+  return in;
+}
+
+Status SlotMeeting::ReadGather(const CollectiveArgs& a, const void* input, std::span<const std::size_t> offsets,
+                               Deadline deadline) {
+  char* out = static_cast<char*>(a.recv);
+  Status read = Status::Ok();
+  std::size_t total = 0;
+  for (int q = 0; q < size(); ++q) {
+    const std::size_t bytes = offsets[q + 1] - offsets[q];
+    total += bytes;
+    if (bytes == 0 || !read.ok()) continue;
+    if (q == rank()) {
+      if (out + offsets[q] != input) std::memcpy(out + offsets[q], input, bytes);
+      continue;
+    }
+    PeerBuffer peer;
+    std::memcpy(&peer, Data(q), sizeof peer);
+    read = ReadPeer(peer, out + offsets[q], bytes);
+    if (!read.ok())
+      read = Status(read.code(), StrCat(ToString(a.kind), " #", a.sequence, ": rank ", rank(), " reading rank ", q,
+                                        "'s block: ", read.message()));
+  }
+  return ReleaseAfterReads(std::move(read), total, deadline);
 }
 
 }  // namespace commkit::comm

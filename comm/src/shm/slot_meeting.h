@@ -51,6 +51,11 @@ class SlotMeeting {
   // ranks may read each other: one pass, against the library's message (a 512 KiB-1 MiB MPI_Bcast's
   // rendezvous and the mpi backend's wait on it cost 1.15-1.2x raw MPI_Bcast; Gloo sends it over TCP).
   bool ReadsBroadcast(std::size_t bytes) const { return single_copy_ && bytes > kGatherMaxBytes; }
+  // All-gathers whose largest block is beyond the slots' share are read the same way, every rank
+  // reading every peer's input into its output: one pass per block, where the library's message costs
+  // a rendezvous and a wait on it besides (mpi backend, 2 ranks, Intel VM: 32 KiB per rank 7.8 us
+  // against 4.5 for raw MPI_Allgather; docs/mpi-backend.md).
+  bool ReadsGather(std::size_t most) const { return single_copy_ && most > kGatherMaxBytes; }
 
   // Publishes the call's fingerprint and `bytes` of `data` (scaled by `scale` unless it is 1:
   // PREMUL_SUM), then waits for every rank's, bounded by `deadline` and Abort(). `most`: when other
@@ -86,6 +91,17 @@ class SlotMeeting {
   // done with its buffer. Ends the round; a failed read fails on the rank that read.
   static PeerBuffer Announce(const void* buffer) { return PeerBuffer::Of(buffer); }
   Status ReadBroadcast(const CollectiveArgs& a, Deadline deadline);
+  // An all-gather read straight from every rank's input (ReadsGather): Meet with Announce(input) as
+  // every rank's data, then this. Rank q's block lands at a.recv + offsets[q] (offsets: the blocks'
+  // byte offsets, size + 1); this rank's own block is copied from `input` unless it is already there.
+  // `input` must not overlap any other block of the output (peers read it while this rank writes).
+  // Ends the round like ReadBroadcast: every input stays untouched until its last reader is done.
+  Status ReadGather(const CollectiveArgs& a, const void* input, std::span<const std::size_t> offsets,
+                    Deadline deadline);
+  // This rank's input to such an all-gather(v): a.send, or its block of a.recv when a.send is null
+  // (in place). An input inside the output elsewhere than this rank's block (send == recv on a rank
+  // other than 0: the buffer's start, as in the staged meeting) is moved to the block first.
+  static const void* GatherInput(const CollectiveArgs& a, std::span<const std::size_t> offsets, int rank);
 
   // Whether a rank that arrives first may spin (or yield) before it sleeps; see
   // ShmTransport::set_busy_wait.
@@ -94,9 +110,15 @@ class SlotMeeting {
   void Abort(std::string_view reason) { t_->Abort(reason); }
 
  private:
+  // The second phase of a round whose data was announced and read (ReadBroadcast, ReadGather): waits
+  // until every rank has read (`bytes`: the most one rank reads, which bounds the spin), then ends
+  // the round. Returns `read` unless the wait failed.
+  Status ReleaseAfterReads(Status read, std::size_t bytes, Deadline deadline);
+
   std::unique_ptr<ShmTransport> t_;
   bool single_copy_ = false;
   bool inline_ = false;  // the open round's data travels in the header line
+  const void* input_ = nullptr;  // the open round's data as Meet was given it (unscaled), or null
   std::size_t rot_ = 0;  // where the open round's data starts in the slots (ShmTransport::RotatedOffset)
   bool open_ = false;
 };

@@ -19,6 +19,7 @@
 #include <numeric>
 #include <optional>
 
+#include "commkit/comm/algorithms/algorithms.h"
 #include "commkit/comm/gloo/gloo_backend.h"
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/common/log.h"
@@ -162,7 +163,8 @@ class GlooBackend final : public Backend {
   // fails tells the others through the transport, so they fail at once instead of at their timeout.
   // Inputs that fit a slot travel along, and the call ends here (`done`): an all-reduce the selection
   // table gives to kFlat, an all-gather or broadcast up to SlotMeeting::kGatherMaxBytes per rank, a
-  // larger broadcast where the ranks may read each other (SlotMeeting::ReadsBroadcast), and a barrier.
+  // larger broadcast or all-gather(v) where the ranks may read each other (SlotMeeting::ReadsBroadcast,
+  // ReadsGather: each rank reads the announced buffers itself), and a barrier.
   Status Meet(const CollectiveArgs& a, bool& done) {
     const SlotMeeting::Deadline deadline = ShmTransport::Clock::now() + a.timeout;
     const std::size_t bytes = Bytes(a, a.count);
@@ -170,6 +172,9 @@ class GlooBackend final : public Backend {
     std::size_t publish = 0, most = 0;
     // A broadcast beyond the slots is read from the root's buffer, announced in the meeting.
     bool direct = false;
+    // An all-gather beyond the slots is read from every rank's input, announced the same way.
+    bool gather = false;
+    const void* input = nullptr;
     PeerBuffer announce;
     double scale = 1;
     switch (a.kind) {
@@ -182,11 +187,30 @@ class GlooBackend final : public Backend {
         if (a.op.kind == ReduceKind::kPreMulSum) scale = a.op.scalar;
         break;
       case CollectiveKind::kAllgather:
+      case CollectiveKind::kAllgatherv: {
         // In place the input is this rank's block, or (send == recv) the buffer's start.
-        done = meeting_->Gathers(bytes);
-        data = a.send != nullptr ? a.send : static_cast<const char*>(a.recv) + bytes * static_cast<std::size_t>(rank_);
-        publish = done ? bytes : 0;
+        if (a.kind == CollectiveKind::kAllgather) {
+          offsets_.resize(static_cast<std::size_t>(size_) + 1);
+          for (std::size_t q = 0; q < offsets_.size(); ++q) offsets_[q] = bytes * q;
+        } else {
+          offsets_ = algorithms::CountOffsets(a.counts, SizeOf(a.dtype));
+        }
+        std::size_t largest = 0;
+        for (int q = 0; q < size_; ++q) largest = std::max(largest, offsets_[q + 1] - offsets_[q]);
+        if (meeting_->ReadsGather(largest)) {
+          gather = true;
+          input = SlotMeeting::GatherInput(a, offsets_, rank_);
+          announce = SlotMeeting::Announce(input);
+          data = &announce;
+          publish = most = sizeof announce;
+        } else if (a.kind == CollectiveKind::kAllgather) {
+          done = meeting_->Gathers(bytes);
+          data = a.send != nullptr ? a.send : static_cast<const char*>(a.recv) + offsets_[rank_];
+          publish = done ? bytes : 0;
+        }
+        done = done || gather;
         break;
+      }
       case CollectiveKind::kBroadcast:
         if (meeting_->ReadsBroadcast(bytes)) {
           direct = true;
@@ -203,15 +227,16 @@ class GlooBackend final : public Backend {
       default: break;
     }
     Status s = meeting_->Meet(a, data, publish, scale, most, deadline);
-    if (s.ok() && direct) {
-      s = meeting_->ReadBroadcast(a, deadline);
+    if (s.ok() && (direct || gather)) {
+      s = direct ? meeting_->ReadBroadcast(a, deadline)
+                 : meeting_->ReadGather(a, input, offsets_, deadline);
       if (s.ok()) tune::NoteRun("gloo", CollectiveAlgorithm::kSingleCopy);
     }
     if (!s.ok()) {
       done = false;
       return s.WithContext(StrCat(ToString(a.kind), " #", a.sequence, " (the meeting in shared memory)"));
     }
-    if (done && !direct && a.kind != CollectiveKind::kBarrier) {
+    if (done && !direct && !gather && a.kind != CollectiveKind::kBarrier) {
       if (a.kind == CollectiveKind::kAllreduce) meeting_->Reduce(a, 0, a.count);
       if (a.kind == CollectiveKind::kAllgather) meeting_->Gather(a, {});
       if (a.kind == CollectiveKind::kBroadcast) meeting_->Broadcast(a);
@@ -537,6 +562,7 @@ class GlooBackend final : public Backend {
   std::atomic<bool> broken_{false};  // a call failed or Abort came: peers may never reach a barrier
   std::vector<char> scratch_[2];
   std::vector<std::size_t> rs_counts_;  // reduce-scatter's per-rank counts, reused
+  std::vector<std::size_t> offsets_;    // an all-gather's block offsets in the meeting, reused
   std::unique_ptr<SlotMeeting> meeting_;  // one node: every collective meets here first (Meet)
 };
 

@@ -377,6 +377,10 @@ class MpiBackend final : public Backend {
   // the header line). Mismatch, on every rank alike, when the fingerprints differ; then no data has
   // moved and the group stays usable.
   Status Meet(const CollectiveArgs& a, const void* data, std::size_t bytes, double scale = 1, std::size_t most = 0);
+  // An all-gather(v) read straight from every rank's input (SlotMeeting::ReadsGather): the meeting
+  // announces this rank's input, then every rank reads every peer's block to a.recv + offsets_[q]
+  // (mpi_shm_collectives.cc).
+  Status ReadGather(const CollectiveArgs& a);
   // Whether `bytes` of one rank's data fit a slot.
   bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && shm_->Fits(bytes); }
   // All-gather(v) and broadcast through the slots (SlotMeeting::Gathers).
@@ -390,6 +394,7 @@ class MpiBackend final : public Backend {
   std::vector<char> p2p_scratch_;      // collectives run one at a time per backend
   std::vector<char> p2p_stage_;        // a staged input (reduce-scatter, in-place all-to-all)
   std::vector<MPI_Request> p2p_reqs_;  // one exchange's requests, kept between calls (no allocation)
+  std::vector<std::size_t> offsets_;   // ReadGather's block offsets, kept between calls
   Clock::time_point call_start_{};     // when the running collective's Run() began
   const int rank_;
   const int size_;

@@ -79,4 +79,18 @@ Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t b
   return st;
 }
 
+Status MpiBackend::ReadGather(const CollectiveArgs& a) {
+  const void* input = SlotMeeting::GatherInput(a, offsets_, rank_);
+  const PeerBuffer announce = SlotMeeting::Announce(input);
+  COMMKIT_RETURN_IF_ERROR(Meet(a, &announce, sizeof announce, 1, sizeof announce));
+  if (Status s = shm_->ReadGather(a, input, offsets_, DeadlineFor(a)); !s.ok()) {
+    // A read failed on this rank only, or a wait did: the ranks no longer agree on this call.
+    Status st = s.WithContext(StrCat("on group ", group_));
+    MarkUnusable(st);
+    return st;
+  }
+  tune::NoteRun("mpi", CollectiveAlgorithm::kSingleCopy);
+  return Status::Ok();
+}
+
 }  // namespace commkit::comm::mpi
