@@ -31,6 +31,45 @@ TEST(TuneBackends, HostRunsWhatCommkitTuneForces) {
   EXPECT_GT(tune::RunCount("host", CollectiveAlgorithm::kFlat), flat_before);
 }
 
+// The single-copy all-reduce (each rank reads its slice of every peer's input, then the reduced
+// slices) forced at every size: odd counts whose slices end mid-line, in place and out of place,
+// threads and processes, 2-4 ranks; PREMUL_SUM falls back to sliced.
+TEST(TuneBackends, HostSingleCopyAllreduceIsExact) {
+  ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");
+  ScopedEnv tune_env("COMMKIT_TUNE", "host.allreduce:*:single_copy");
+  const std::uint64_t read_before = tune::RunCount("host", CollectiveAlgorithm::kSingleCopy);
+  const std::uint64_t sliced_before = tune::RunCount("host", CollectiveAlgorithm::kSliced);
+  auto body = [](ProcessGroup& pg) {
+    const int p = pg.size();
+    for (DataType t : {DataType::kFloat32, DataType::kInt64, DataType::kFloat16})
+      for (ReduceOp op : {ReduceOp::Sum(), ReduceOp::Avg(), ReduceOp::Max(), ReduceOp::PreMulSum(2.0)})
+        for (std::size_t n : {std::size_t{1}, std::size_t{13}, std::size_t{100003}})
+          for (bool in_place : {true, false}) {
+            Buffer in(t, n), out(t, n);
+            for (std::size_t i = 0; i < n; ++i) in.set(i, Value(pg.rank(), i, op.kind));
+            COMMKIT_WAIT_OK_WITHIN(pg.Allreduce(in_place ? nullptr : in.data(), in_place ? in.data() : out.data(), n, t, op),
+                                   std::chrono::minutes(2));
+            const Buffer& got = in_place ? in : out;
+            for (std::size_t i = 0; i < n; ++i) {
+              const double want = Reference(t, op, p, i);
+              ASSERT_NEAR(got.at(i), want, Tolerance(t, want)) << ToString(t) << " " << op.ToString() << " n=" << n << " i=" << i;
+              if (!in_place) {
+                ASSERT_EQ(in.at(i), Value(pg.rank(), i, op.kind)) << "input changed at " << i;
+              }
+            }
+          }
+  };
+  RunRanks("host", 2, body);
+  RunRanks("host", 3, body);
+  RunRanks("host+fork", 2, body);
+  RunRanks("host+fork", 4, body);
+  if (World().size > 0) return;
+  // Counted in this process, by its 2 + 3 thread ranks (forked ranks count in their own): 3 types x
+  // 3 ops x 3 sizes x 2 placements each read from the peers; PREMUL_SUM's 3 x 3 x 2 ran sliced.
+  EXPECT_GE(tune::RunCount("host", CollectiveAlgorithm::kSingleCopy) - read_before, 5u * 3 * 3 * 3 * 2);
+  EXPECT_GE(tune::RunCount("host", CollectiveAlgorithm::kSliced) - sliced_before, 5u * 3 * 3 * 2);
+}
+
 #if COMMKIT_HAVE_GLOO
 TEST(TuneBackends, GlooRunsWhatCommkitTuneForces) {
   ScopedEnv cache("COMMKIT_TUNE_CACHE", "off");

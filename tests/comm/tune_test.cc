@@ -162,6 +162,7 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   EXPECT_EQ(host.Select(kAll, kHostMem, 1 << 10).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(host.Select(kAll, kHostMem, (1 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(host.Select(CollectiveKind::kReduce, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kSliced);
+  EXPECT_EQ(host.Select(kAll, kHostMem, 64 << 20).algorithm, CollectiveAlgorithm::kSliced);
   // More ranks than cores: every synchronisation sleeps, so flat reaches further.
   auto crowded = MustTable("host", {4, 4, 1, 2}, Isolated());
   EXPECT_EQ(crowded.Select(kAll, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
@@ -176,6 +177,8 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   EXPECT_EQ(host.Select(CollectiveKind::kAllgather, kHostMem, 2 << 20).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(intel.Select(kAll, kHostMem, 32 << 10).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(intel.Select(kAll, kHostMem, (32 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
+  EXPECT_EQ(intel.Select(kAll, kHostMem, (1 << 20) - 1).algorithm, CollectiveAlgorithm::kSliced);
+  EXPECT_EQ(intel.Select(kAll, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kSingleCopy);  // elsewhere sliced
   EXPECT_EQ(intel.Select(CollectiveKind::kReduce, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(intel.Select(CollectiveKind::kReduce, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(MustTable("host", {2, 2, 1, 2, "AuthenticAMD"}, Isolated()).Select(kAll, kHostMem, 2 << 10).algorithm,

@@ -18,6 +18,8 @@ namespace {
 // (2 ranks, forced both ways: 2.34 against 2.65 us at 32 KiB, 1.86 against 1.60 at 16 KiB).
 constexpr std::size_t kSingleCopyFrom = std::size_t{4} << 20;
 constexpr std::size_t kSingleCopyFromIntel = std::size_t{32} << 10;
+// The host all-reduce's size from which it reads peers directly on Intel CPUs (DefaultRules).
+constexpr std::size_t kAllreduceSingleCopyFromIntel = std::size_t{1} << 20;
 // The host broadcast's size from which the other ranks read the root's buffer directly.
 constexpr std::size_t kBroadcastSingleCopyFrom = std::size_t{128} << 10;
 
@@ -45,7 +47,8 @@ std::vector<CollectiveAlgorithm> Algorithms(std::string_view backend, Collective
     // Across hosts the all-reduce is flat over UCX or hierarchical; within a host (and for the
     // within-host step of the hierarchical all-reduce, a reduce) the shared-memory engine's two.
     if (collective == CollectiveKind::kAllreduce && shape.nodes > 1) return {A::kRing, A::kHalvingDoubling, A::kHierarchical};
-    if (collective == CollectiveKind::kAllreduce || collective == CollectiveKind::kReduce) return {A::kFlat, A::kSliced};
+    if (collective == CollectiveKind::kAllreduce) return {A::kFlat, A::kSliced, A::kSingleCopy};
+    if (collective == CollectiveKind::kReduce) return {A::kFlat, A::kSliced};
     // All-gather(v) and gather within a host: staged through the slots or single-copy (sized by the
     // whole output).
     // Broadcast within a host likewise (sized by the broadcast buffer).
@@ -95,8 +98,16 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
       out.push_back(Make(backend, c, 0, flat + 1, A::kFlat,
                          StrCat("built-in: flat up to ", HumanBytes(static_cast<double>(flat)), where,
                                 " (docs/host-backend.md)")));
-      out.push_back(Make(backend, c, flat + 1, kNoLimit, A::kSliced,
+      // On Intel CPUs reading the peers' inputs (single_copy) took 0.7x sliced's time at 4-16 MiB and
+      // 0.8x at 64 MiB, 0.9x at 1 MiB, and lost below (2 ranks; docs/host-backend.md, "Single-copy
+      // all-reduce"). Unmeasured elsewhere.
+      const bool read = intel && !oversubscribed && c == CollectiveKind::kAllreduce;
+      out.push_back(Make(backend, c, flat + 1, read ? kAllreduceSingleCopyFromIntel : kNoLimit, A::kSliced,
                          StrCat("built-in: sliced above ", HumanBytes(static_cast<double>(flat)), where)));
+      if (read)
+        out.push_back(Make(backend, c, kAllreduceSingleCopyFromIntel, kNoLimit, A::kSingleCopy,
+                           StrCat("built-in: single-copy from ", HumanBytes(kAllreduceSingleCopyFromIntel),
+                                  " on Intel CPUs where the ranks may read each other")));
     }
     if (shape.nodes == 1 && !oversubscribed) {
       // Staged for small outputs (one round, data in the cache); single-copy from `from`, where staging

@@ -181,6 +181,13 @@ class HostBackend final : public Backend {
   // cost that dominates on one socket) are exactly the reduce-scatter's and the all-gather's.
   Status Sliced(const CollectiveArgs& a, Deadline d, const std::uint8_t* in, int root);
 
+  // All-reduce read from the peers' buffers (single_copy_): a round announces every rank's input, and
+  // each rank reduces its own 1/P slice from its input and every peer's slice, read in L2-sized blocks
+  // (process_vm_readv, memcpy between threads) into `read_`, straight into its output; then the
+  // reduced slices are gathered the same way (SingleCopyGather, in place). No slot holds data: each
+  // byte crosses between ranks once per phase, read by the rank that needs it.
+  Status SingleCopyAllreduce(const CollectiveArgs& a, Deadline d, const std::uint8_t* in);
+
   // Reduce-scatter(v) over two or more ranks. The slot holds one sub-block per rank; in round r every
   // rank copies piece r of each peer's block into that peer's sub-block, and reduces piece r of its own
   // block from its input and the peers' sub-blocks straight into its output. Its own block is never
@@ -216,6 +223,7 @@ class HostBackend final : public Backend {
   Status broken_;
   bool consistent_failure_ = false;
   std::vector<std::uint8_t> scratch_;
+  std::vector<std::uint8_t> read_;  // SingleCopyAllreduce's block of a peer's slice
   std::vector<std::size_t> uniform_, blocks_, counts_, offsets_;  // Uniform(), Blocks(), Counts(), Offsets()
   std::vector<const std::uint8_t*> src_ = std::vector<const std::uint8_t*>(t_->size());  // Exchange's per-round view
 };

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "commkit/comm/reduce_kernels.h"
+#include "commkit/common/strings.h"
 #include "host_engine.h"
 
 namespace commkit::comm::host {
@@ -40,8 +41,14 @@ Status HostBackend::Reduction(const CollectiveArgs& a, Deadline d, int root) {
   const std::size_t e = SizeOf(a.dtype), bytes = a.count * e;
   const auto* in = static_cast<const std::uint8_t*>(a.send ? a.send : a.recv);
   // Flat or sliced: the selection table's choice (tuning.h).
-  const bool sliced =
-      P() > 1 && table_.Select(a.kind, MemoryKind::kHost, bytes).algorithm == CollectiveAlgorithm::kSliced;
+  const CollectiveAlgorithm chosen = P() > 1 ? table_.Select(a.kind, MemoryKind::kHost, bytes).algorithm
+                                             : CollectiveAlgorithm::kFlat;
+  // Reading peers needs every rank able to (checked at creation); PREMUL_SUM scales staged inputs.
+  if (chosen == CollectiveAlgorithm::kSingleCopy && single_copy_ && root < 0 && a.op.kind != ReduceKind::kPreMulSum) {
+    tune::NoteRun("host", CollectiveAlgorithm::kSingleCopy);
+    return SingleCopyAllreduce(a, d, in);
+  }
+  const bool sliced = chosen == CollectiveAlgorithm::kSliced || chosen == CollectiveAlgorithm::kSingleCopy;
   tune::NoteRun("host", sliced ? CollectiveAlgorithm::kSliced : CollectiveAlgorithm::kFlat);
   if (sliced) return Sliced(a, d, in, root);
   auto* out = static_cast<std::uint8_t*>(a.recv);
@@ -108,6 +115,56 @@ Status HostBackend::Sliced(const CollectiveArgs& a, Deadline d, const std::uint8
     t_->Finish();
   }
   return Status::Ok();
+}
+
+Status HostBackend::SingleCopyAllreduce(const CollectiveArgs& a, Deadline d, const std::uint8_t* in) {
+  const std::size_t e = SizeOf(a.dtype), n = a.count, p = static_cast<std::size_t>(P());
+  auto* out = static_cast<std::uint8_t*>(a.recv);
+  // Slices on whole 64-byte lines where the buffer allows, so that no two ranks write one line.
+  const std::size_t line = std::max<std::size_t>(1, 64 / e);
+  std::vector<std::size_t>& off = offsets_;
+  off.assign(p + 1, 0);
+  for (std::size_t q = 1; q < p; ++q) off[q] = std::min(n, (n * q / p + line - 1) / line * line) * e;
+  off[p] = n * e;
+  const std::size_t lo = off[me()], hi = off[me() + 1];
+  COMMKIT_RETURN_IF_ERROR(t_->Begin(d).status());
+  const PeerBuffer own = PeerBuffer::Of(in);
+  std::memcpy(t_->InlineData(), &own, sizeof own);
+  t_->Post(a.fingerprint);
+  if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
+  Status read = Status::Ok();
+  ReduceFunction fn = Fn(a);
+  // Blocks that stay in L2 between the read and the reduction.
+  const std::size_t block = std::size_t{256} << 10;
+  if (read_.size() < block) read_.resize(block);
+  for (std::size_t b = lo; b < hi && read.ok(); b += block) {
+    const std::size_t len = std::min(block, hi - b);
+    bool first = true;
+    for (int q = 0; q < P() && read.ok(); ++q) {
+      if (q == me()) continue;
+      PeerBuffer peer;
+      std::memcpy(&peer, t_->PeerInline(q), sizeof peer);
+      peer.address += b;
+      read = ReadPeer(peer, read_.data(), len);
+      if (!read.ok()) break;
+      fn(out + b, first ? in + b : out + b, read_.data(), len / e);
+      first = false;
+    }
+    if (a.op.kind == ReduceKind::kAvg && read.ok()) DivideInPlace(a.dtype, out + b, len / e, P());
+  }
+  if (!read.ok())
+    read = Status(read.code(), StrCat("host backend: single-copy all-reduce: rank ", me(), " reading a peer's input: ",
+                                      read.message(), " (COMMKIT_TUNE=host.allreduce:*:sliced stages through shared memory)"));
+  // Every peer is done reading this rank's input and its slice of the output is final.
+  t_->SignalReduced();
+  COMMKIT_RETURN_IF_ERROR(t_->WaitReduced(d, -1, ShmTransport::ReadTime(hi - lo)));
+  t_->Finish();
+  // A rank whose read failed still takes part in the gather's round (the peers wait for it there),
+  // then reports its failure.
+  std::vector<std::size_t>& bytes = Blocks(0);
+  for (std::size_t q = 0; q < p; ++q) bytes[q] = off[q + 1] - off[q];
+  Status gathered = SingleCopyGather(a, d, out + lo, bytes, off, true);
+  return read.ok() ? gathered : read;
 }
 
 Status HostBackend::ReduceScatterPieces(const CollectiveArgs& a, Deadline d, const std::vector<std::size_t>& counts) {
