@@ -179,6 +179,7 @@ TEST(TuneTable, DefaultsAreTheBackendsLongStandingChoices) {
   EXPECT_EQ(intel.Select(kAll, kHostMem, (32 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(intel.Select(kAll, kHostMem, (1 << 20) - 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(intel.Select(kAll, kHostMem, 1 << 20).algorithm, CollectiveAlgorithm::kSingleCopy);  // elsewhere sliced
+  EXPECT_EQ(intel.Select(kAll, kHostMem, (64 << 20) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(intel.Select(CollectiveKind::kReduce, kHostMem, 64 << 10).algorithm, CollectiveAlgorithm::kFlat);
   EXPECT_EQ(intel.Select(CollectiveKind::kReduce, kHostMem, (64 << 10) + 1).algorithm, CollectiveAlgorithm::kSliced);
   EXPECT_EQ(MustTable("host", {2, 2, 1, 2, "AuthenticAMD"}, Isolated()).Select(kAll, kHostMem, 2 << 10).algorithm,

@@ -20,6 +20,7 @@ constexpr std::size_t kSingleCopyFrom = std::size_t{4} << 20;
 constexpr std::size_t kSingleCopyFromIntel = std::size_t{32} << 10;
 // The host all-reduce's size from which it reads peers directly on Intel CPUs (DefaultRules).
 constexpr std::size_t kAllreduceSingleCopyFromIntel = std::size_t{1} << 20;
+constexpr std::size_t kAllreduceSingleCopyUpToIntel = std::size_t{64} << 20;
 // The host broadcast's size from which the other ranks read the root's buffer directly.
 constexpr std::size_t kBroadcastSingleCopyFrom = std::size_t{128} << 10;
 
@@ -98,16 +99,21 @@ std::vector<Rule> DefaultRules(std::string_view backend, const GroupShape& shape
       out.push_back(Make(backend, c, 0, flat + 1, A::kFlat,
                          StrCat("built-in: flat up to ", HumanBytes(static_cast<double>(flat)), where,
                                 " (docs/host-backend.md)")));
-      // On Intel CPUs reading the peers' inputs (single_copy) took 0.7x sliced's time at 4-16 MiB and
-      // 0.8x at 64 MiB, 0.9x at 1 MiB, and lost below (2 ranks; docs/host-backend.md, "Single-copy
-      // all-reduce"). Unmeasured elsewhere.
+      // On Intel CPUs reading the peers' inputs (single_copy) took 0.7x sliced's time at 4-16 MiB,
+      // 0.8x at 64 MiB and 0.9x at 1 MiB; it lost below, and at 256 MiB, where sliced streams its
+      // output past the cache (2 ranks; docs/host-backend.md, "Single-copy all-reduce"). Unmeasured
+      // elsewhere.
       const bool read = intel && !oversubscribed && c == CollectiveKind::kAllreduce;
       out.push_back(Make(backend, c, flat + 1, read ? kAllreduceSingleCopyFromIntel : kNoLimit, A::kSliced,
                          StrCat("built-in: sliced above ", HumanBytes(static_cast<double>(flat)), where)));
-      if (read)
-        out.push_back(Make(backend, c, kAllreduceSingleCopyFromIntel, kNoLimit, A::kSingleCopy,
-                           StrCat("built-in: single-copy from ", HumanBytes(kAllreduceSingleCopyFromIntel),
+      if (read) {
+        out.push_back(Make(backend, c, kAllreduceSingleCopyFromIntel, kAllreduceSingleCopyUpToIntel + 1, A::kSingleCopy,
+                           StrCat("built-in: single-copy from ", HumanBytes(kAllreduceSingleCopyFromIntel), " to ",
+                                  HumanBytes(kAllreduceSingleCopyUpToIntel),
                                   " on Intel CPUs where the ranks may read each other")));
+        out.push_back(Make(backend, c, kAllreduceSingleCopyUpToIntel + 1, kNoLimit, A::kSliced,
+                           StrCat("built-in: sliced above ", HumanBytes(kAllreduceSingleCopyUpToIntel), where)));
+      }
     }
     if (shape.nodes == 1 && !oversubscribed) {
       // Staged for small outputs (one round, data in the cache); single-copy from `from`, where staging
