@@ -198,6 +198,15 @@ class HostBackend final : public Backend {
 
   Status Dispatch(const CollectiveArgs& a, Deadline d);
 
+  // The first phase of a single-copy round (host_gather.cc): every rank announces `buffer` in the
+  // round's line and waits for every peer's; Announced(q) is then where rank q's buffer is.
+  Status AnnounceBuffer(const CollectiveArgs& a, Deadline d, const void* buffer);
+  PeerBuffer Announced(int q) const {
+    PeerBuffer b;
+    std::memcpy(&b, t_->PeerInline(q), sizeof b);
+    return b;
+  }
+
   // host_gather.cc: all-gather(v) and gather within a host, staged through the slots (flat) or, where the
   // selection table says single_copy and every local rank can read its peers (single_copy_), read from
   // each peer's input straight into the output.

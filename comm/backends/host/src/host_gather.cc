@@ -43,17 +43,22 @@ Status HostBackend::Gather(const CollectiveArgs& a, Deadline d) {
   });
 }
 
+Status HostBackend::AnnounceBuffer(const CollectiveArgs& a, Deadline d, const void* buffer) {
+  COMMKIT_RETURN_IF_ERROR(t_->Begin(d).status());
+  const PeerBuffer own = PeerBuffer::Of(buffer);
+  std::memcpy(t_->InlineData(), &own, sizeof own);
+  t_->Post(a.fingerprint);
+  if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
+  return Status::Ok();
+}
+
 // One round: every rank announces its block; the takers read every peer's block; the second phase
 // (SignalReduced/WaitReduced) keeps every input untouched until the last reader is done with it.
 Status HostBackend::SingleCopyGather(const CollectiveArgs& a, Deadline d, const std::uint8_t* mine,
                                      const std::vector<std::size_t>& bytes, const std::vector<std::size_t>& off,
                                      bool take) {
   auto* recv = static_cast<std::uint8_t*>(a.recv);
-  COMMKIT_RETURN_IF_ERROR(t_->Begin(d).status());
-  const PeerBuffer own = PeerBuffer::Of(mine);
-  std::memcpy(t_->InlineData(), &own, sizeof own);
-  t_->Post(a.fingerprint);
-  if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
+  COMMKIT_RETURN_IF_ERROR(AnnounceBuffer(a, d, mine));
   Status read = Status::Ok();
   if (take) {
     const bool stream = Streams(bytes[me()] + off[P()]);
@@ -64,9 +69,7 @@ Status HostBackend::SingleCopyGather(const CollectiveArgs& a, Deadline d, const 
         continue;
       }
       if (bytes[q] == 0) continue;
-      PeerBuffer peer;
-      std::memcpy(&peer, t_->PeerInline(q), sizeof peer);
-      read = ReadPeer(peer, dst, bytes[q]);
+      read = ReadPeer(Announced(q), dst, bytes[q]);
       if (!read.ok()) read = Status(read.code(), StrCat("host backend: single-copy ", ToString(a.kind), ": rank ", me(),
                                                         " reading rank ", q, "'s block: ", read.message(),
                                                         " (COMMKIT_TUNE=host.", ToString(a.kind), ":*:flat stages through shared memory)"));

@@ -127,11 +127,7 @@ Status HostBackend::SingleCopyAllreduce(const CollectiveArgs& a, Deadline d, con
   for (std::size_t q = 1; q < p; ++q) off[q] = std::min(n, (n * q / p + line - 1) / line * line) * e;
   off[p] = n * e;
   const std::size_t lo = off[me()], hi = off[me() + 1];
-  COMMKIT_RETURN_IF_ERROR(t_->Begin(d).status());
-  const PeerBuffer own = PeerBuffer::Of(in);
-  std::memcpy(t_->InlineData(), &own, sizeof own);
-  t_->Post(a.fingerprint);
-  if (Status s = t_->WaitPosted(d); !s.ok()) return RoundFailed(std::move(s));
+  COMMKIT_RETURN_IF_ERROR(AnnounceBuffer(a, d, in));
   Status read = Status::Ok();
   ReduceFunction fn = Fn(a);
   // Blocks that stay in L2 between the read and the reduction.
@@ -142,8 +138,7 @@ Status HostBackend::SingleCopyAllreduce(const CollectiveArgs& a, Deadline d, con
     bool first = true;
     for (int q = 0; q < P() && read.ok(); ++q) {
       if (q == me()) continue;
-      PeerBuffer peer;
-      std::memcpy(&peer, t_->PeerInline(q), sizeof peer);
+      PeerBuffer peer = Announced(q);
       peer.address += b;
       read = ReadPeer(peer, read_.data(), len);
       if (!read.ok()) break;
