@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "commkit/comm/algorithms/algorithms.h"
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/common/log.h"
 #include "commkit/common/strings.h"
@@ -117,6 +118,20 @@ const void* SlotMeeting::GatherInput(const CollectiveArgs& a, std::span<const st
     return mine;
   }
   return in;
+}
+
+std::size_t SlotMeeting::LargestGatherBlock(const CollectiveArgs& a) {
+  if (a.kind != CollectiveKind::kAllgatherv) return a.count * SizeOf(a.dtype);
+  return a.counts.empty() ? 0 : *std::max_element(a.counts.begin(), a.counts.end()) * SizeOf(a.dtype);
+}
+
+void SlotMeeting::GatherOffsets(const CollectiveArgs& a, int size, std::vector<std::size_t>& into) {
+  if (a.kind == CollectiveKind::kAllgatherv) {
+    algorithms::CountOffsets(a.counts, SizeOf(a.dtype), into);
+    return;
+  }
+  into.resize(static_cast<std::size_t>(size) + 1);
+  for (std::size_t q = 0; q < into.size(); ++q) into[q] = a.count * SizeOf(a.dtype) * q;
 }
 
 Status SlotMeeting::ReadGather(const CollectiveArgs& a, const void* input, std::span<const std::size_t> offsets,

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "commkit/comm/backend.h"
 #include "shm/shm_transport.h"
@@ -102,6 +103,10 @@ class SlotMeeting {
   // (in place). An input inside the output elsewhere than this rank's block (send == recv on a rank
   // other than 0: the buffer's start, as in the staged meeting) is moved to the block first.
   static const void* GatherInput(const CollectiveArgs& a, std::span<const std::size_t> offsets, int rank);
+  // An all-gather(v)'s largest block in bytes (a.count's, or the largest of a.counts), which decides
+  // ReadsGather alike on every rank; and its blocks' byte offsets in the output (size + 1) into `into`.
+  static std::size_t LargestGatherBlock(const CollectiveArgs& a);
+  static void GatherOffsets(const CollectiveArgs& a, int size, std::vector<std::size_t>& into);
 
   // Whether a rank that arrives first may spin (or yield) before it sleeps; see
   // ShmTransport::set_busy_wait.

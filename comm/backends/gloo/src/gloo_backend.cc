@@ -19,7 +19,6 @@
 #include <numeric>
 #include <optional>
 
-#include "commkit/comm/algorithms/algorithms.h"
 #include "commkit/comm/gloo/gloo_backend.h"
 #include "commkit/comm/reduce_kernels.h"
 #include "commkit/common/log.h"
@@ -189,23 +188,16 @@ class GlooBackend final : public Backend {
       case CollectiveKind::kAllgather:
       case CollectiveKind::kAllgatherv: {
         // In place the input is this rank's block, or (send == recv) the buffer's start.
-        if (a.kind == CollectiveKind::kAllgather) {
-          offsets_.resize(static_cast<std::size_t>(size_) + 1);
-          for (std::size_t q = 0; q < offsets_.size(); ++q) offsets_[q] = bytes * q;
-        } else {
-          offsets_ = algorithms::CountOffsets(a.counts, SizeOf(a.dtype));
-        }
-        std::size_t largest = 0;
-        for (int q = 0; q < size_; ++q) largest = std::max(largest, offsets_[q + 1] - offsets_[q]);
-        if (meeting_->ReadsGather(largest)) {
+        if (meeting_->ReadsGather(SlotMeeting::LargestGatherBlock(a))) {
           gather = true;
+          SlotMeeting::GatherOffsets(a, size_, offsets_);
           input = SlotMeeting::GatherInput(a, offsets_, rank_);
           announce = SlotMeeting::Announce(input);
           data = &announce;
           publish = most = sizeof announce;
         } else if (a.kind == CollectiveKind::kAllgather) {
           done = meeting_->Gathers(bytes);
-          data = a.send != nullptr ? a.send : static_cast<const char*>(a.recv) + offsets_[rank_];
+          data = a.send != nullptr ? a.send : static_cast<const char*>(a.recv) + bytes * static_cast<std::size_t>(rank_);
           publish = done ? bytes : 0;
         }
         done = done || gather;

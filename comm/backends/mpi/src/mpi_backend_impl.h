@@ -381,6 +381,10 @@ class MpiBackend final : public Backend {
   // announces this rank's input, then every rank reads every peer's block to a.recv + offsets_[q]
   // (mpi_shm_collectives.cc).
   Status ReadGather(const CollectiveArgs& a);
+  // The end of a call read from the peers' buffers (SlotMeeting::ReadBroadcast, ReadGather), given
+  // how the reads and the wait for the other readers went: counted as single_copy, or the group is
+  // unusable.
+  Status AfterPeerReads(Status s);
   // Whether `bytes` of one rank's data fit a slot.
   bool ShmFits(std::size_t bytes) const { return shm_ != nullptr && shm_->Fits(bytes); }
   // All-gather(v) and broadcast through the slots (SlotMeeting::Gathers).

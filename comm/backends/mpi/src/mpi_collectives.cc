@@ -198,14 +198,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       if (meet && shm_->ReadsBroadcast(Bytes(a, a.count))) {
         const PeerBuffer announce = SlotMeeting::Announce(a.recv);
         COMMKIT_RETURN_IF_ERROR(Meet(a, &announce, sizeof announce, 1, sizeof announce));
-        if (Status s = shm_->ReadBroadcast(a, DeadlineFor(a)); !s.ok()) {
-          // A read failed on this rank only, or a wait did: the ranks no longer agree on this call.
-          Status st = s.WithContext(StrCat("on group ", group_));
-          MarkUnusable(st);
-          return st;
-        }
-        tune::NoteRun("mpi", CollectiveAlgorithm::kSingleCopy);
-        return Status::Ok();
+        return AfterPeerReads(shm_->ReadBroadcast(a, DeadlineFor(a)));
       }
       if (meet) {
         const bool via = ShmGathers(Bytes(a, a.count));
@@ -242,12 +235,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
     }
     case CollectiveKind::kAllgather: {
       char* mine = static_cast<char*>(a.recv) + Bytes(a, a.count * static_cast<std::size_t>(rank_));
-      if (meet && shm_->ReadsGather(Bytes(a, a.count))) {
-        const std::size_t block = Bytes(a, a.count);
-        offsets_.resize(p + 1);
-        for (std::size_t q = 0; q <= p; ++q) offsets_[q] = block * q;
-        return ReadGather(a);
-      }
+      if (meet && shm_->ReadsGather(Bytes(a, a.count))) return ReadGather(a);
       if (meet) {
         // In place the input is this rank's block, or (send == recv) the buffer's start.
         const bool via = ShmGathers(Bytes(a, a.count));
@@ -292,10 +280,7 @@ Status MpiBackend::Dispatch(const CollectiveArgs& a) {
       char* mine = static_cast<char*>(a.recv) + Bytes(a, static_cast<std::size_t>(displs[rank_]));
       const void* send = (a.send == nullptr || a.send == mine) ? MPI_IN_PLACE : a.send;
       const std::size_t total = std::accumulate(a.counts.begin(), a.counts.end(), std::size_t{0});
-      if (meet && shm_->ReadsGather(Bytes(a, *std::max_element(a.counts.begin(), a.counts.end())))) {
-        offsets_ = algorithms::CountOffsets(a.counts, SizeOf(a.dtype));
-        return ReadGather(a);
-      }
+      if (meet && shm_->ReadsGather(SlotMeeting::LargestGatherBlock(a))) return ReadGather(a);
       if (meet) {
         const std::size_t most = Bytes(a, *std::max_element(a.counts.begin(), a.counts.end()));
         const bool via = ShmGathers(most);

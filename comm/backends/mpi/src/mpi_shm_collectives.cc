@@ -80,10 +80,15 @@ Status MpiBackend::Meet(const CollectiveArgs& a, const void* data, std::size_t b
 }
 
 Status MpiBackend::ReadGather(const CollectiveArgs& a) {
+  SlotMeeting::GatherOffsets(a, size_, offsets_);
   const void* input = SlotMeeting::GatherInput(a, offsets_, rank_);
   const PeerBuffer announce = SlotMeeting::Announce(input);
   COMMKIT_RETURN_IF_ERROR(Meet(a, &announce, sizeof announce, 1, sizeof announce));
-  if (Status s = shm_->ReadGather(a, input, offsets_, DeadlineFor(a)); !s.ok()) {
+  return AfterPeerReads(shm_->ReadGather(a, input, offsets_, DeadlineFor(a)));
+}
+
+Status MpiBackend::AfterPeerReads(Status s) {
+  if (!s.ok()) {
     // A read failed on this rank only, or a wait did: the ranks no longer agree on this call.
     Status st = s.WithContext(StrCat("on group ", group_));
     MarkUnusable(st);
